@@ -1,0 +1,191 @@
+"""The ``edgewise`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from edgewise import __version__
+from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, SourceError
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+DESCRIPTION = """\
+edgewise runs one declarative pipeline file anywhere: as a one-shot command, as an edge daemon, or on Spark.
+
+examples:
+  edgewise run pipeline.yaml events.ndjson      run the pipelines over a file; results on stdout
+  cat events.ndjson | edgewise run pipeline.yaml
+  edgewise validate pipeline.yaml               check a file; errors name file, line, field and expectation
+  edgewise explain pipeline.yaml                print the compiled plan
+  edgewise test conformance/                    run pipeline unit tests (*.test.yaml)
+  edgewise functions                            list the expression functions
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_CONFIG
+    try:
+        return int(args.handler(args))
+    except ConfigError as exc:
+        print(f"edgewise: invalid configuration\n{exc.render()}", file=sys.stderr)
+        return EXIT_CONFIG
+    except PluginError as exc:
+        print(f"edgewise: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except (SinkError, SourceError) as exc:
+        print(f"edgewise: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except EdgewiseError as exc:
+        print(f"edgewise: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("edgewise: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK  # `edgewise run ... | head`: the reader has what it wanted
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="edgewise", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"edgewise {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run pipelines over input, once (command mode)",
+                         description="Run the pipelines of a file over its sources, or over INPUT (NDJSON; '-' "
+                         "for stdin) or stdin when the file declares no source. Pipelines without `to:` print "
+                         "their results to stdout, one JSON object per line. Exit code: 0 ok, 1 an event failed "
+                         "(on_error: fail), a record was malformed or a sink failed, 2 invalid configuration.")
+    run.add_argument("pipeline", help="the pipeline file (YAML or JSON)")
+    run.add_argument("input", nargs="?", help="NDJSON input file, or '-' for stdin (replaces declared sources)")
+    run.add_argument("--pipeline", dest="only", action="append", metavar="ID",
+                     help="run only this pipeline (repeatable)")
+    run.add_argument("--batch-size", type=int, default=1024, help="events per batch (default 1024)")
+    run.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    run.set_defaults(handler=cmd_run)
+
+    validate = sub.add_parser("validate", help="check pipeline files without running them")
+    validate.add_argument("pipelines", nargs="+", metavar="PIPELINE")
+    validate.set_defaults(handler=cmd_validate)
+
+    explain = sub.add_parser("explain", help="print the compiled plan of a pipeline file")
+    explain.add_argument("pipeline")
+    explain.add_argument("--engine", choices=["local"], default="local",
+                         help="which engine's plan (the Spark engine is not part of this build yet)")
+    explain.set_defaults(handler=cmd_explain)
+
+    schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files (for editors)")
+    schema.set_defaults(handler=cmd_schema)
+
+    test = sub.add_parser("test", help="run pipeline unit tests from YAML fixtures (*.test.yaml)")
+    test.add_argument("paths", nargs="+", metavar="PATH", help="fixture files or directories")
+    test.add_argument("--engine", choices=["local"], default="local")
+    test.set_defaults(handler=cmd_test)
+
+    functions = sub.add_parser("functions", help="list the functions expressions may call")
+    functions.add_argument("--markdown", action="store_true", help="as the reference table in docs/")
+    functions.set_defaults(handler=cmd_functions)
+    return parser
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from edgewise.config import BuildContext, load
+    from edgewise.engine.local import LocalEngine
+    from edgewise.sources.base import Source
+    from edgewise.sources.file import FileSource, FileSourceConfig
+    from edgewise.sources.stdin import StdinConfig, StdinSource
+
+    plan = load(args.pipeline)
+    sources: list[Source]
+    build = BuildContext(".")
+    if args.input and args.input != "-":
+        sources = [FileSource(FileSourceConfig(id="input", path=args.input), build)]
+    elif args.input == "-" or not plan.sources:
+        sources = [StdinSource(StdinConfig(id="stdin"), build)]
+    else:
+        import os
+
+        from edgewise.config import BuildContext as Ctx
+
+        base = Ctx(os.path.dirname(os.path.abspath(plan.file)))
+        sources = [plan.source_classes[s.id](s, base) for s in plan.sources]
+    engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size))
+    stats = engine.run(sources)
+    if not args.quiet:
+        outs = ", ".join(f"{k}: {v}" for k, v in stats.events_out.items()) or "none"
+        print(f"edgewise: {stats.events_in} events in; out {outs}; {stats.failed} failed, "
+              f"{stats.malformed} malformed, {stats.dead_lettered} dead-lettered", file=sys.stderr)
+    return EXIT_OK if stats.ok else EXIT_FAILED
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from edgewise.config import load
+
+    status = EXIT_OK
+    for path in args.pipelines:
+        try:
+            plan = load(path)
+        except ConfigError as exc:
+            print(exc.render(), file=sys.stderr)
+            status = EXIT_CONFIG
+            continue
+        steps = sum(len(p.steps) for p in plan.pipelines)
+        print(f"{path}: ok ({len(plan.pipelines)} pipelines, {steps} steps, {len(plan.sources)} sources, "
+              f"{len(plan.sinks)} sinks)")
+    return status
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from edgewise.config import load
+
+    print(load(args.pipeline).explain())
+    return EXIT_OK
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from edgewise.config.schema import pipeline_file_schema
+
+    print(json.dumps(pipeline_file_schema(), indent=2))
+    return EXIT_OK
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from edgewise.testing.fixtures import run_fixture_files
+
+    report = run_fixture_files(args.paths)
+    for r in report.results:
+        mark = "ok  " if r.ok else "FAIL"
+        print(f"{mark} {r.file} :: {r.name}")
+        if not r.ok:
+            for line in r.message.splitlines():
+                print(f"     {line}")
+    print(f"{report.passed} passed, {report.failed} failed")
+    if not report.results:
+        print("edgewise: no fixture files (*.test.yaml) found", file=sys.stderr)
+        return EXIT_CONFIG
+    return EXIT_OK if report.failed == 0 else EXIT_FAILED
+
+
+def cmd_functions(args: argparse.Namespace) -> int:
+    from edgewise.expr.functions import FUNCTIONS
+
+    specs = sorted(FUNCTIONS.values(), key=lambda s: (s.category, s.name))
+    if args.markdown:
+        print("| function | arguments | category | what it does |\n|---|---|---|---|")
+        for s in specs:
+            print(f"| `{s.name}` | {s.arity_text()} | {s.category} | {s.doc.splitlines()[0] if s.doc else ''} |")
+    else:
+        for s in specs:
+            print(f"{s.name:<22} {s.category:<12} {s.doc.splitlines()[0] if s.doc else ''}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""The shape of the pipeline file: the top level, pipelines, and the fields every step, source and sink shares.
+
+Each plugin adds its own fields by subclassing ``StepConfig``, ``SourceConfig`` or ``SinkConfig``; that one model
+is the single source of validation, JSON Schema and reference docs. Expression fields use the ``Expr`` type, so
+an expression that does not parse is reported at the exact field that holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+
+from edgewise.durations import Duration
+from edgewise.errors import ConfigError
+
+ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
+
+
+def _check_expression(text: str) -> str:
+    from edgewise.expr.compiler import compile_expression
+
+    try:
+        compile_expression(text)
+    except ConfigError as exc:
+        raise ValueError(exc.message) from None
+    return text
+
+
+Expr = Annotated[
+    str,
+    AfterValidator(_check_expression),
+    WithJsonSchema({"type": "string", "description": "a Spark SQL expression, e.g. \"speed > 10 AND line = '55'\""}),
+]
+"""A field that holds a Spark SQL expression; checked (parsed, functions and arity resolved) at load time."""
+
+Id = Annotated[str, Field(pattern=ID_PATTERN, max_length=128, description="a stable, unique identifier")]
+
+
+class Model(BaseModel):
+    """Base of every config model: unknown fields are errors, values are immutable after loading."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetryPolicy(Model):
+    """How often to try again, and how long to wait between tries (doubling up to ``max_backoff``)."""
+
+    attempts: int = Field(3, ge=1, le=100, description="total tries, the first included")
+    backoff: Duration = Field(100_000, description="wait before the second try; doubles after each try")
+    max_backoff: Duration = Field(10_000_000, description="the longest wait between two tries")
+
+
+class StepConfig(Model):
+    """Fields every step has."""
+
+    id: Id
+    when: Expr | None = Field(None, description="run the step only where this is TRUE; other events pass unchanged")
+    retry: RetryPolicy | None = Field(None, description="try the step again on failure before on_error applies")
+    on_error: str = Field(
+        "fail",
+        description="what happens to an event the step fails on: 'fail' (reported; exit code 1), 'skip' "
+        "(dropped silently) or the id of a sink that receives it as a dead letter with the error",
+    )
+
+    def sink_references(self) -> list[tuple[str, str]]:
+        """(field, sink id) pairs this step names besides ``on_error``; checked at load time."""
+        return []
+
+
+class SourceConfig(Model):
+    """Fields every source has."""
+
+    id: Id
+    type: str
+
+
+class SinkConfig(Model):
+    """Fields every sink has."""
+
+    id: Id
+    type: str
+    retry: RetryPolicy = Field(default_factory=lambda: RetryPolicy(attempts=5, backoff=200_000, max_backoff=10_000_000),
+                               description="retries for a failed write, with exponential backoff")
+    on_error: str = Field(
+        "fail",
+        description="after the retries: 'fail' (the run fails) or the id of another sink that receives the "
+        "undelivered events as dead letters",
+    )
+
+
+class PipelineConfig(Model):
+    """One pipeline: its steps in order and the sinks its results go to (stdout when ``to`` is empty)."""
+
+    id: Id
+    description: str | None = None
+    steps: list[dict[str, Any]] = Field(default_factory=list, description="steps, each a one-key map: "
+                                        "`- filter: {id: ..., where: ...}`")
+    to: list[str] = Field(default_factory=list, description="sink ids; without any, results go to stdout")
+
+
+class PipelineFileConfig(Model):
+    """The top level of a pipeline file."""
+
+    version: Literal[1] = Field(description="the file format version; always 1")
+    name: str | None = Field(None, description="a name for this set of pipelines")
+    description: str | None = None
+    event_time: Expr | None = Field(
+        None, description="expression giving each event's event time (a TIMESTAMP, timestamp text or epoch "
+        "seconds); default: the ingestion time")
+    sources: list[dict[str, Any]] = Field(default_factory=list, description="where events come from")
+    pipelines: list[PipelineConfig] = Field(min_length=1, description="the pipelines; every event enters each")
+    sinks: list[dict[str, Any]] = Field(default_factory=list, description="where results go")

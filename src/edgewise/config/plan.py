@@ -1,0 +1,65 @@
+"""The compiled plan: what the engines run. Built from a pipeline file by ``edgewise.config.load``.
+
+The local engine (and later the Spark compiler) read only this: validated configs, constructed steps, resolved
+references. Nothing here touches files or the network; sources and sinks are opened by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from edgewise.config.models import PipelineFileConfig, SinkConfig, SourceConfig
+from edgewise.expr.compiler import Expression
+
+if TYPE_CHECKING:
+    from edgewise.steps.base import Step
+
+
+@dataclass(frozen=True)
+class PipelinePlan:
+    id: str
+    steps: list[Step]
+    to: list[str]
+    description: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    file: str
+    config: PipelineFileConfig
+    event_time: Expression | None
+    sources: list[SourceConfig]
+    pipelines: list[PipelinePlan]
+    sinks: dict[str, SinkConfig]
+    source_classes: dict[str, Any] = field(default_factory=dict)
+    sink_classes: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.config.name or self.file
+
+    def pipeline(self, pipeline_id: str) -> PipelinePlan:
+        for p in self.pipelines:
+            if p.id == pipeline_id:
+                return p
+        raise KeyError(pipeline_id)
+
+    def explain(self) -> str:
+        """The plan as text: sources, each pipeline's steps with their compiled expressions, sinks."""
+        lines = [f"plan {self.name!r} (version {self.config.version})"]
+        if self.event_time is not None:
+            lines.append(f"  event time: {self.event_time.sql}")
+        else:
+            lines.append("  event time: ingestion time")
+        for s in self.sources:
+            lines.append(f"  source {s.id}: {s.type}")
+        for p in self.pipelines:
+            lines.append(f"  pipeline {p.id}:")
+            for i, step in enumerate(p.steps, 1):
+                for j, text in enumerate(step.describe()):
+                    lines.append(f"    {i}. {text}" if j == 0 else f"       {text}")
+            lines.append(f"    -> {', '.join(p.to) if p.to else 'stdout'}")
+        for sink in self.sinks.values():
+            lines.append(f"  sink {sink.id}: {sink.type}")
+        return "\n".join(lines)

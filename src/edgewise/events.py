@@ -1,0 +1,140 @@
+"""The event model: a payload (the JSON object) plus metadata, carried in columnar batches.
+
+Each event has a stable unique ``id`` (assigned at ingest and used by sinks as the idempotency key), an event
+time, an ingestion time and the id of the source it came from. The engine moves events in ``Batch`` objects:
+parallel columns instead of one Python object per event, because a per-event object costs more than the rest
+of a stateless pipeline (see BENCHMARKS.md).
+
+Ids are built lazily: a source gives a prefix (``<source id>:<run or file identity>:``) and an offset per event,
+and the string is only made when something (a sink, a dead letter) asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from itertools import compress
+from typing import Any
+
+Payload = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One event, for code that handles events one at a time (tests, dead letters, the daemon API)."""
+
+    payload: Payload
+    id: str
+    event_time_us: int
+    ingest_time_us: int
+    source: str
+
+
+class Batch:
+    """Events in columns: ``payloads[i]`` has id ``ids()[i]`` and event time ``event_times[i]``.
+
+    A batch is never mutated after it is built; steps return new batches (``select``, ``replace``).
+    """
+
+    __slots__ = ("_ids", "_offsets", "event_times", "id_prefix", "ingest_time_us", "payloads", "source")
+
+    def __init__(
+        self,
+        payloads: list[Payload],
+        *,
+        source: str,
+        ingest_time_us: int,
+        event_times: list[int],
+        id_prefix: str = "",
+        offsets: Sequence[int] | None = None,
+        ids: list[str] | None = None,
+    ) -> None:
+        if ids is None and offsets is None:
+            raise ValueError("a batch needs ids or offsets")
+        self.payloads = payloads
+        self.source = source
+        self.ingest_time_us = ingest_time_us
+        self.event_times = event_times
+        self.id_prefix = id_prefix
+        self._offsets = offsets
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self.payloads)
+
+    def ids(self) -> list[str]:
+        if self._ids is None:
+            prefix = self.id_prefix
+            assert self._offsets is not None
+            self._ids = [f"{prefix}{n}" for n in self._offsets]
+        return self._ids
+
+    def select(self, mask: Sequence[bool]) -> Batch:
+        """The events whose mask entry is true, in order."""
+        return Batch(
+            list(compress(self.payloads, mask)),
+            source=self.source,
+            ingest_time_us=self.ingest_time_us,
+            event_times=list(compress(self.event_times, mask)),
+            id_prefix=self.id_prefix,
+            offsets=None if self._offsets is None else list(compress(self._offsets, mask)),
+            ids=None if self._ids is None else list(compress(self._ids, mask)),
+        )
+
+    def slice(self, start: int, stop: int) -> Batch:
+        return Batch(
+            self.payloads[start:stop],
+            source=self.source,
+            ingest_time_us=self.ingest_time_us,
+            event_times=self.event_times[start:stop],
+            id_prefix=self.id_prefix,
+            offsets=None if self._offsets is None else self._offsets[start:stop],
+            ids=None if self._ids is None else self._ids[start:stop],
+        )
+
+    def replace(self, payloads: list[Payload]) -> Batch:
+        """The same events with new payloads (one per event, same order)."""
+        return Batch(
+            payloads,
+            source=self.source,
+            ingest_time_us=self.ingest_time_us,
+            event_times=self.event_times,
+            id_prefix=self.id_prefix,
+            offsets=self._offsets,
+            ids=self._ids,
+        )
+
+    def events(self) -> Iterator[Event]:
+        for payload, event_id, event_time in zip(self.payloads, self.ids(), self.event_times, strict=True):
+            yield Event(payload, event_id, event_time, self.ingest_time_us, self.source)
+
+    @staticmethod
+    def concat(batches: Sequence[Batch]) -> Batch:
+        """Join batches into one (ids are materialised, so sources may differ; the first source names it)."""
+        if len(batches) == 1:
+            return batches[0]
+        payloads: list[Payload] = []
+        ids: list[str] = []
+        times: list[int] = []
+        for b in batches:
+            payloads.extend(b.payloads)
+            ids.extend(b.ids())
+            times.extend(b.event_times)
+        first = batches[0] if batches else None
+        return Batch(
+            payloads,
+            source=first.source if first else "",
+            ingest_time_us=first.ingest_time_us if first else 0,
+            event_times=times,
+            ids=ids,
+        )
+
+    @staticmethod
+    def of_events(events: Sequence[Event]) -> Batch:
+        return Batch(
+            [e.payload for e in events],
+            source=events[0].source if events else "",
+            ingest_time_us=events[0].ingest_time_us if events else 0,
+            event_times=[e.event_time_us for e in events],
+            ids=[e.id for e in events],
+        )

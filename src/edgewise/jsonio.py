@@ -1,0 +1,33 @@
+"""JSON in and out (orjson), with the value types expressions produce (DECIMAL, TIMESTAMP, BINARY)."""
+
+from __future__ import annotations
+
+import base64
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+loads = orjson.loads
+JSONDecodeError = orjson.JSONDecodeError
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        exponent = value.as_tuple().exponent
+        return int(value) if isinstance(exponent, int) and exponent >= 0 else float(value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    raise TypeError(f"cannot write a {type(value).__name__} as JSON")
+
+
+_OPTIONS = orjson.OPT_UTC_Z | orjson.OPT_NON_STR_KEYS
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON bytes; timestamps as RFC 3339 UTC (``...Z``), decimals as numbers, binary as base64."""
+    return orjson.dumps(value, default=_default, option=_OPTIONS)
+
+
+def dumps_line(value: Any) -> bytes:
+    return orjson.dumps(value, default=_default, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE)

@@ -1,0 +1,80 @@
+"""``http``: POST batches of events to a URL (webhooks, collectors), retrying with backoff.
+
+The body is a JSON array of payloads (or NDJSON with ``format: ndjson``). Every request carries an
+``Idempotency-Key`` header derived from the event ids, the same on every retry, so a receiver can drop
+duplicates. 5xx, 408, 429 and connection errors are retried; other 4xx are not (the request itself is wrong).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import ClassVar, Literal
+
+import httpx
+from pydantic import Field
+
+from edgewise.config import BuildContext
+from edgewise.config.models import SinkConfig
+from edgewise.durations import Duration
+from edgewise.errors import SinkError
+from edgewise.events import Batch
+from edgewise.jsonio import dumps, dumps_line
+from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
+from edgewise.sinks.stdout import envelope_of
+
+
+class HttpSinkConfig(SinkConfig):
+    type: Literal["http"] = "http"
+    url: str = Field(description="where to POST, e.g. https://hooks.slack.com/services/...")
+    method: Literal["POST", "PUT"] = "POST"
+    headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
+    batch_size: int = Field(500, ge=1, le=100_000, description="events per request")
+    format: Literal["json", "ndjson"] = Field("json", description="JSON array, or one object per line")
+    envelope: bool = Field(False, description="send {id, event_time, source, payload} per event")
+    timeout: Duration = Field(10_000_000, description="request timeout")
+
+
+class HttpSink(Sink):
+    kind: ClassVar[str] = "http"
+    Config = HttpSinkConfig
+    config: HttpSinkConfig
+
+    def __init__(self, config: HttpSinkConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self._client: httpx.Client | None = None
+
+    def open(self, ctx: SinkContext) -> None:
+        self._client = httpx.Client(timeout=self.config.timeout / 1_000_000, headers=self.config.headers)
+
+    def write(self, batch: Batch) -> None:
+        size = self.config.batch_size
+        for start in range(0, len(batch), size):
+            self._post(batch.slice(start, start + size))
+
+    def _post(self, batch: Batch) -> None:
+        assert self._client is not None
+        items: list[object] = ([envelope_of(batch, i) for i in range(len(batch))] if self.config.envelope
+                               else list(batch.payloads))
+        if self.config.format == "ndjson":
+            body = b"".join(dumps_line(x) for x in items)
+            content_type = "application/x-ndjson"
+        else:
+            body = dumps(items)
+            content_type = "application/json"
+        key = hashlib.sha256("\n".join(batch.ids()).encode()).hexdigest()
+        try:
+            response = self._client.request(self.config.method, self.config.url, content=body,
+                                            headers={"Content-Type": content_type, "Idempotency-Key": key})
+        except httpx.HTTPError as exc:
+            raise RetryableSinkError(f"{self.config.url}: {type(exc).__name__}: {exc}") from None
+        status = response.status_code
+        if status < 300:
+            return
+        text = response.text[:200]
+        if status >= 500 or status in (408, 429):
+            raise RetryableSinkError(f"{self.config.url} answered {status}: {text}")
+        raise SinkError(f"{self.config.url} answered {status} (not retried): {text}")
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()

@@ -1,0 +1,1 @@
+"""Sources: where events come from. Each module declares one source type, its config model and reader."""

@@ -1,0 +1,1 @@
+"""Steps (processes): each module declares one step type, its config model and its implementation."""

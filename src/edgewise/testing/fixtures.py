@@ -1,0 +1,171 @@
+"""``edgewise test``: pipeline unit tests from YAML fixture files (the conformance suite of the engines).
+
+A fixture file::
+
+    pipeline: ../examples/ysb/pipeline.yaml     # a path (relative to this file) or the pipeline inline
+    tests:
+      - name: keeps only views
+        pipeline: views                           # which pipeline; optional when the file has one
+        now: "2024-01-01T00:00:00Z"               # the fake clock (dead-letter times); default the epoch
+        input:                                    # payloads; sources in the pipeline file are not used
+          - {event_type: view, ad_id: a}
+        expect:                                   # the pipeline's output, order-free
+          - {ad_id: a, campaign_id: c}
+        expect_sinks:                             # optional: what sinks received (tee copies, dead letters)
+          dead: [...]
+        expect_failures: 0                        # optional: events failed with on_error: fail
+
+Every sink is replaced by an in-memory list: a test never writes files or calls a service.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import Field
+
+from edgewise.clock import FakeClock
+from edgewise.config import load, load_document
+from edgewise.config.models import Model
+from edgewise.config.plan import Plan
+from edgewise.config.validate import validate_model
+from edgewise.config.yamlpos import load_file
+from edgewise.engine.local import STDOUT, LocalEngine
+from edgewise.errors import ConfigError
+from edgewise.expr import values as V
+from edgewise.expr.timefmt import cast_to_timestamp
+from edgewise.sinks.base import Sink
+from edgewise.sources.base import SourceContext
+from edgewise.testing import ListSink, ListSource, assert_records_equal
+
+
+class FixtureCase(Model):
+    name: str
+    pipeline: str | None = None
+    now: str | None = None
+    input: list[dict[str, Any]] = Field(default_factory=list)
+    expect: list[dict[str, Any]] | None = None
+    expect_sinks: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
+    expect_failures: int | None = None
+
+
+class FixtureFile(Model):
+    pipeline: str | dict[str, Any]
+    description: str | None = None
+    tests: list[FixtureCase] = Field(min_length=1)
+
+
+@dataclass
+class CaseResult:
+    file: str
+    name: str
+    ok: bool
+    message: str = ""
+
+
+@dataclass
+class FixtureReport:
+    results: list[CaseResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(r.ok for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return sum(not r.ok for r in self.results)
+
+
+def find_fixture_files(paths: list[str]) -> list[str]:
+    """Fixture files named by ``paths``: files as given, directories searched for ``*.test.yaml``."""
+    found: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, _, files in os.walk(path):
+                found += [os.path.join(root, f) for f in sorted(files) if f.endswith((".test.yaml", ".test.yml"))]
+        else:
+            found.append(path)
+    return sorted(found)
+
+
+def load_fixture(path: str) -> tuple[FixtureFile, Plan]:
+    doc = load_file(path)
+    fixture = validate_model(FixtureFile, doc, ())
+    base = os.path.dirname(os.path.abspath(path))
+    if isinstance(fixture.pipeline, str):
+        plan = load(os.path.join(base, fixture.pipeline))
+    else:
+        plan = load_document(doc.sub(("pipeline",)), base_dir=base)
+    return fixture, plan
+
+
+def run_case(plan: Plan, case: FixtureCase) -> CaseResult:
+    """Run one case; the result says what differed."""
+    clock = FakeClock(_now_us(case.now))
+    chosen = [case.pipeline] if case.pipeline else None
+    if case.pipeline and case.pipeline not in [p.id for p in plan.pipelines]:
+        return CaseResult(plan.file, case.name, False, f"no pipeline {case.pipeline!r} in {plan.file}")
+    sinks: dict[str, Sink] = {sid: ListSink(sid) for sid in plan.sinks}
+    sinks[STDOUT] = ListSink(STDOUT)
+    errors = io.StringIO()
+    engine = LocalEngine(plan, clock=clock, stdout=io.BytesIO(), sinks=sinks, pipelines=chosen, errors=errors,
+                         sleep=lambda s: None)
+    outputs: dict[str, list[dict[str, Any]]] = {pid: [] for pid, _, _ in engine.pipelines}
+    engine.open()
+    try:
+        for batch in ListSource(case.input).read(SourceContext(clock, engine._malformed)):
+            for pid, out in engine.process(batch).items():
+                outputs[pid].extend(out.payloads)
+    finally:
+        engine.close()
+    problems: list[str] = []
+    if case.expect is not None:
+        if len(outputs) != 1:
+            problems.append("the file has several pipelines: name one with `pipeline:`")
+        else:
+            _compare(problems, "output", next(iter(outputs.values())), case.expect)
+    for sink_id, expected in case.expect_sinks.items():
+        sink = sinks.get(sink_id)
+        if not isinstance(sink, ListSink):
+            problems.append(f"expect_sinks names {sink_id!r}, which is not a sink of the pipeline file")
+            continue
+        _compare(problems, f"sink {sink_id}", sink.records, expected)
+    failures = engine.stats.failed
+    if case.expect_failures is not None and failures != case.expect_failures:
+        problems.append(f"expected {case.expect_failures} failed events, got {failures}: {errors.getvalue()}")
+    elif case.expect_failures is None and failures:
+        problems.append(f"{failures} events failed: {errors.getvalue().strip()}")
+    return CaseResult(plan.file, case.name, not problems, "\n".join(problems))
+
+
+def _compare(problems: list[str], what: str, actual: list[Any], expected: list[Any]) -> None:
+    try:
+        assert_records_equal(actual, expected)
+    except AssertionError as exc:
+        problems.append(f"{what}: {exc}")
+
+
+def _now_us(text: str | None) -> int:
+    if text is None:
+        return 0
+    try:
+        ts = cast_to_timestamp(text)
+    except Exception:  # noqa: BLE001  # any parse failure is the same config error
+        ts = None
+    if ts is None:
+        raise ConfigError(f"now: {text!r} is not a timestamp")
+    return V.timestamp_to_us(ts)
+
+
+def run_fixture_files(paths: list[str]) -> FixtureReport:
+    report = FixtureReport()
+    for path in find_fixture_files(paths):
+        fixture, plan = load_fixture(path)
+        for case in fixture.tests:
+            result = run_case(plan, case)
+            result.file = path
+            report.results.append(result)
+    return report

@@ -1,0 +1,85 @@
+"""Compute the expected value of every case in tests/data/function_cases.txt with real Spark 4 SQL.
+
+    .venv/bin/python tools/spark_expected.py        # needs: pip install -e '.[spark]'
+
+Spark runs with ANSI mode on (its default) and the session time zone UTC, as the local engine assumes. The output,
+tests/data/spark_expected.json, is checked in: the test suite compares the local engine against it without
+starting Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "tests" / "data" / "function_cases.txt"
+OUT = ROOT / "tests" / "data" / "spark_expected.json"
+
+
+def encode(v: Any) -> Any:
+    """A JSON form that keeps the type: the same encoding tests/test_functions_vs_spark.py applies locally."""
+    from pyspark.sql import Row
+
+    if v is None or isinstance(v, bool | str):
+        return v
+    if isinstance(v, int):
+        return {"int": str(v)}
+    if isinstance(v, float):
+        return {"double": repr(v)}
+    if isinstance(v, Decimal):
+        return {"decimal": str(v)}
+    if isinstance(v, datetime):
+        return {"timestamp": v.strftime("%Y-%m-%d %H:%M:%S.%f")}
+    if isinstance(v, date):
+        return {"date": v.isoformat()}
+    if isinstance(v, bytes | bytearray):
+        return {"binary": bytes(v).hex()}
+    if isinstance(v, Row):
+        return {"struct": {k: encode(x) for k, x in v.asDict(recursive=False).items()}}
+    if isinstance(v, list):
+        return [encode(x) for x in v]
+    if isinstance(v, dict):
+        return {"map": {str(k): encode(x) for k, x in v.items()}}
+    raise TypeError(type(v))
+
+
+def main() -> int:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["TZ"] = "UTC"
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[1]").appName("edgewise-spark-expected")
+             .config("spark.ui.enabled", "false").config("spark.sql.session.timeZone", "UTC")
+             .config("spark.sql.ansi.enabled", "true").config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    results = []
+    for line in CASES.read_text(encoding="utf-8").splitlines():
+        expr = line.strip()
+        if not expr or expr.startswith("#"):
+            continue
+        try:
+            value = spark.sql(f"SELECT {expr} AS v").collect()[0]["v"]
+            results.append({"expr": expr, "value": encode(value)})
+        except Exception as exc:  # noqa: BLE001  # any Spark failure is recorded as the expected error
+            text = str(exc)
+            m = re.search(r"\[([A-Z_][A-Z0-9_.]*)\]", text)
+            results.append({"expr": expr, "error": m.group(1) if m else "UNKNOWN",
+                            "message": text.splitlines()[0][:300]})
+    OUT.write_text(json.dumps({"spark": spark.version, "cases": results}, indent=1, ensure_ascii=False) + "\n",
+                   encoding="utf-8")
+    spark.stop()
+    print(f"wrote {len(results)} cases from Spark {spark.version} to {OUT.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
