@@ -50,6 +50,26 @@ def encode(v: Any) -> Any:
     raise TypeError(type(v))
 
 
+def native(expr: str) -> str:
+    """The expression as Spark runs it: edgewise-only functions (geo_cell) rewritten to native Spark SQL."""
+    import sqlglot
+    from sqlglot import exp
+
+    from edgewise.expr.dialect import EdgewiseSpark
+    from edgewise.expr.functions.geo import spark_sql
+
+    if "geo_cell" not in expr:
+        return expr
+
+    def rewrite(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
+            args = [a.sql(dialect=EdgewiseSpark) for a in node.expressions]
+            return sqlglot.parse_one(spark_sql(*args), dialect=EdgewiseSpark)
+        return node
+
+    return sqlglot.parse_one(expr, dialect=EdgewiseSpark).transform(rewrite).sql(dialect="spark")
+
+
 def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -67,7 +87,7 @@ def main() -> int:
         if not expr or expr.startswith("#"):
             continue
         try:
-            value = spark.sql(f"SELECT {expr} AS v").collect()[0]["v"]
+            value = spark.sql(f"SELECT {native(expr)} AS v").collect()[0]["v"]
             results.append({"expr": expr, "value": encode(value)})
         except Exception as exc:  # noqa: BLE001  # any Spark failure is recorded as the expected error
             text = str(exc)

@@ -94,7 +94,7 @@ class PipelineConfig(Model):
 
     id: Id
     description: str | None = None
-    steps: list[dict[str, Any]] = Field(default_factory=list, description="steps, each a one-key map: "
+    steps: list[Any] = Field(default_factory=list, description="steps, each a one-key map: "
                                         "`- filter: {id: ..., where: ...}`")
     to: list[str] = Field(default_factory=list, description="sink ids; without any, results go to stdout")
 

@@ -26,13 +26,14 @@ def pipeline_file_schema() -> dict[str, Any]:
                       "required": [name], "additionalProperties": False})
     pipeline["properties"]["steps"] = {"type": "array", "items": {"oneOf": steps}}
     defs["PipelineConfig"] = pipeline
-    for kind, key in (("sources", "sources"), ("sinks", "sinks")):
+    kinds: tuple[registry.Kind, ...] = ("sources", "sinks")
+    for kind in kinds:
         options = []
         for name in registry.names(kind):
             config = registry.resolve(kind, name).Config
             defs[config.__name__] = _schema(config, defs)
             options.append({"$ref": f"#/$defs/{config.__name__}"})
-        top["properties"][key] = {"type": "array", "items": {"oneOf": options}}
+        top["properties"][kind] = {"type": "array", "items": {"oneOf": options}}
     top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     top["title"] = "edgewise pipeline file"
     top["$defs"] = defs

@@ -148,7 +148,12 @@ def _path_getter(root: Evaluator | None, parts: list[str], ctx: _Context) -> Eva
         if len(parts) == 1:
             if in_lambda:
                 return lambda p: p.payload.get(head)
-            return lambda p: p.get(head)
+
+            def top_field(p: Any) -> Any:
+                return p.get(head)
+
+            top_field.field_name = head  # type: ignore[attr-defined]  # lets comparisons inline the lookup
+            return top_field
         rest = parts[1:]
 
         def nested(p: Any) -> Any:
@@ -277,6 +282,17 @@ def _comparison(test: Callable[[int], bool], name: str) -> Callable[[exp.Express
             # the hot case `field = 'text'`: no implicit cast needed when the field is a string too
             const = right.constant  # type: ignore[attr-defined]
             negate = name == "<>"
+            field_name = getattr(left, "field_name", None)
+            if field_name is not None:
+
+                def field_eq_text(p: Any) -> Any:
+                    v = p.get(field_name)
+                    if v.__class__ is str:
+                        return (v == const) != negate
+                    c = V.compare(v, const)
+                    return None if c is None else test(c)
+
+                return field_eq_text
 
             def eq_text(p: Any) -> Any:
                 v = left(p)
@@ -500,8 +516,10 @@ def _cast(node: exp.Cast, ctx: _Context) -> Evaluator:
 
         return try_cast
     if _is_const(inner):
-        value = convert(inner.constant)  # type: ignore[attr-defined]  # a literal cast folds at compile time
-        return _const(value)
+        try:  # a literal cast folds at compile time, unless it fails: then it fails each event, as in Spark
+            return _const(convert(inner.constant))  # type: ignore[attr-defined]
+        except EvalError:
+            pass
     return lambda p: convert(inner(p))
 
 

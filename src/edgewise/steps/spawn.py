@@ -50,6 +50,7 @@ class SpawnStep(Step):
         self.into = split_path(config.into) if config.into else None
         self.timeout_s = config.timeout / 1_000_000
         self.env = {**os.environ, **config.env} if config.env else None
+        self._children: list[subprocess.Popen[bytes]] = []
 
     @classmethod
     def from_config(cls, config: SpawnConfig, ctx: BuildContext) -> SpawnStep:
@@ -76,6 +77,8 @@ class SpawnStep(Step):
                 proc.stdin.close()
             except BrokenPipeError:
                 pass
+            self._children = [c for c in self._children if c.poll() is None]  # reap the finished ones
+            self._children.append(proc)
             return None
         try:
             done = subprocess.run(self.argv, input=data, capture_output=True, timeout=self.timeout_s,
@@ -109,6 +112,16 @@ class SpawnStep(Step):
                 raise StepError(f"spawn {self.id}: without `into` the program must print a JSON object, "
                                 f"it printed a {type(result).__name__}")
         return batch.replace(out)
+
+    def close(self) -> None:
+        """Wait for programs started with ``wait: false`` (up to ``timeout``), so none is left a zombie."""
+        for child in self._children:
+            try:
+                child.wait(timeout=self.timeout_s)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        self._children = []
 
     def describe(self) -> list[str]:
         target = f"into {'.'.join(self.into)}" if self.into else "replacing the event"

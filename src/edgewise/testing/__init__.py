@@ -6,7 +6,7 @@
 ... pipelines:
 ...   - id: hot
 ...     steps:
-...       - filter: {id: hot, where: "temp > 30"}
+...       - filter: {id: above-30, where: "temp > 30"}
 ... ''', [{"temp": 35}, {"temp": 20}])
 >>> out["hot"]
 [{'temp': 35}]
@@ -59,7 +59,8 @@ class ListSink(Sink):
     Config = SinkConfig
 
     def __init__(self, sink_id: str = "list") -> None:
-        super().__init__(SinkConfig(id=sink_id, type="list"), BuildContext("."))
+        # model_construct: internal ids such as "<stdout>" are not user ids and skip their validation
+        super().__init__(SinkConfig.model_construct(id=sink_id, type="list"), BuildContext("."))
         self.records: list[dict[str, Any]] = []
         self.ids: list[str] = []
 

@@ -28,6 +28,21 @@ def tile_xy(lat: float, lon: float, zoom: int) -> tuple[int, int]:
     return min(max(x, 0), n - 1), min(max(y, 0), n - 1)
 
 
+def spark_sql(lat: str, lon: str, zoom: str) -> str:
+    """``geo_cell`` as native Spark SQL over SQL argument texts: what the Spark engine emits (no Python UDF)."""
+    n = f"pow(2, {zoom})"
+    clamped = f"least(greatest({lat}, -{MAX_LAT}), {MAX_LAT})"
+    x = f"floor(({lon} + 180.0) / 360.0 * {n})"
+    y = f"floor((1.0 - ln(tan(radians({clamped})) + 1.0 / cos(radians({clamped}))) / pi()) / 2.0 * {n})"
+
+    def bounded(v: str) -> str:
+        return f"CAST(least(greatest({v}, 0), {n} - 1) AS BIGINT)"
+
+    cell = f"concat(CAST({zoom} AS STRING), '/', {bounded(x)}, '/', {bounded(y)})"
+    # least/greatest skip NULLs in Spark; geo_cell must give NULL for a NULL argument like every function
+    return f"CASE WHEN ({lat}) IS NULL OR ({lon}) IS NULL OR ({zoom}) IS NULL THEN NULL ELSE {cell} END"
+
+
 @table.fn("geo_cell", args=3)
 def geo_cell(lat: Any, lon: Any, resolution: Any) -> str:
     """The map tile ``'zoom/x/y'`` that holds the point at (lat, lon), at zoom ``resolution`` (0-30)."""

@@ -1,0 +1,93 @@
+"""Expression semantics over event fields: missing fields, nesting, three-valued logic, lambdas."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from edgewise.errors import ConfigError, EvalError
+from edgewise.expr.compiler import compile_expression, truth
+
+EVENT = {"a": {"b": 5, "c": [1, 2, 3]}, "s": "Straße", "n": None, "odd key": {"x": 1}, "t": "2023-10-29T13:24:10Z"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("missing", None),
+    ("missing.deeper", None),
+    ("a.b", 5),
+    ("a.c[1]", 2),
+    ("element_at(a.c, 1)", 1),
+    ("`odd key`.x", 1),
+    ("s.nope", None),
+    ("a.b > 3 AND n IS NULL", True),
+    ("n > 1 OR a.b = 5", True),
+    ("n > 1 AND a.b = 5", None),
+    ("NOT (n > 1)", None),
+    ("transform(a.c, x -> x + a.b)", [6, 7, 8]),
+    ("filter(a.c, x -> x > a.b - 4)", [2, 3]),
+    ("aggregate(transform(a.c, x -> x * 2), 0, (acc, x) -> acc + x)", 12),
+    ("transform(a.c, x -> transform(array(10), y -> x + y))", [[11], [12], [13]]),
+    ("a.b div 2", 2),
+    ("a.b / 2", 2.5),
+    ("a.b * 1.5", Decimal("7.5")),
+    ("upper(s)", "STRASSE"),
+    ("hour(t)", 13),
+    ("a.b IN (1, 5)", True),
+    ("CASE WHEN a.b > 4 THEN 'big' END", "big"),
+])
+def test_values(text: str, expected: object) -> None:
+    assert compile_expression(text)(EVENT) == expected
+
+
+def test_filter_keeps_only_true() -> None:
+    assert [truth(v) for v in (True, False, None)] == [True, False, False]
+
+
+@pytest.mark.parametrize(("text", "error_class"), [
+    ("a.b / 0", "DIVIDE_BY_ZERO"),
+    ("a.c[5]", "INVALID_ARRAY_INDEX"),
+    ("cast(s AS INT)", "CAST_INVALID_INPUT"),
+    ("a.b + 9223372036854775807", "ARITHMETIC_OVERFLOW"),
+    ("a.c > 1", "DATATYPE_MISMATCH"),
+])
+def test_runtime_errors_are_typed(text: str, error_class: str) -> None:
+    with pytest.raises(EvalError) as info:
+        compile_expression(text)(EVENT)
+    assert info.value.error_class == error_class
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("a >", "does not parse"),
+    ("nosuchfn(a)", "unknown function nosuchfn()"),
+    ("uper(s)", "did you mean upper()"),
+    ("upper(s, s)", "upper() takes 1 argument"),
+    ("substring(s)", "takes 2 to 3 arguments"),
+    ("current_timestamp()", "reads the wall clock"),
+    ("transform(a.c, 1)", "needs a lambda"),
+    ("cast(a AS MAP<STRING, INT>)", "not supported"),
+    ("", "empty"),
+])
+def test_bad_expressions_are_config_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        compile_expression(text)
+
+
+def test_unicode_and_lambdas_do_not_leak_between_threads() -> None:
+    import threading
+
+    expr = compile_expression("transform(xs, x -> concat(x, tag))")
+    errors: list[str] = []
+
+    def worker(tag: str) -> None:
+        for _ in range(200):
+            got = expr({"xs": ["a", "ö"], "tag": tag})
+            if got != [f"a{tag}", f"ö{tag}"]:
+                errors.append(str(got))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in ("1", "2", "3")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

@@ -1,0 +1,117 @@
+"""The command: `edgewise run`, exit codes, `explain`, `test`, `functions`, and the README's commands."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgewise.cli import main
+from tests.conftest import ROOT
+
+PIPELINE = """\
+version: 1
+pipelines:
+  - id: views
+    steps:
+      - filter: {id: v, where: "kind = 'view'"}
+      - annotate: {id: r, set: {ratio: "1 / n"}}
+"""
+
+
+def edgewise(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "edgewise", *args], input=stdin, capture_output=True,
+                          cwd=ROOT, timeout=60, check=False)
+
+
+def test_run_reads_stdin_and_writes_ndjson(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(PIPELINE)
+    done = edgewise("run", str(p), stdin=b'{"kind":"view","n":4}\n{"kind":"click","n":1}\n')
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x) for x in done.stdout.splitlines()] == [{"kind": "view", "n": 4, "ratio": 0.25}]
+
+
+def test_run_exit_code_1_when_an_event_fails(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(PIPELINE)
+    data = tmp_path / "in.ndjson"
+    data.write_text('{"kind":"view","n":0}\n{"kind":"view","n":2}\n')
+    done = edgewise("run", str(p), str(data))
+    assert done.returncode == 1
+    assert [json.loads(x) for x in done.stdout.splitlines()] == [{"kind": "view", "n": 2, "ratio": 0.5}]
+    assert b"DIVIDE_BY_ZERO" in done.stderr and b"input:in.ndjson:1" in done.stderr
+
+
+def test_run_exit_code_2_on_config_error(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(PIPELINE.replace("1 / n", "1 /"))
+    done = edgewise("run", str(p))
+    assert done.returncode == 2
+    assert b"p.yaml:6:" in done.stderr and b"Traceback" not in done.stderr
+
+
+def test_run_one_pipeline(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(PIPELINE + "  - id: all\n    steps: []\n")
+    done = edgewise("run", str(p), "--pipeline", "all", "-q", stdin=b'{"kind":"x"}\n')
+    assert done.returncode == 0 and done.stdout == b'{"kind":"x"}\n' and done.stderr == b""
+
+
+def test_explain_shows_compiled_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", str(ROOT / "examples" / "hsl" / "pipeline.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "pipeline positions:" in out and "GEO_CELL(lat, long, 14)" in out and "-> positions-out" in out
+
+
+def test_edgewise_test_runs_the_conformance_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["test", str(ROOT / "conformance"), str(ROOT / "examples")]) == 0
+    out = capsys.readouterr().out
+    assert " 0 failed" in out
+
+
+def test_edgewise_test_reports_a_wrong_expectation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fixture = tmp_path / "bad.test.yaml"
+    fixture.write_text("""
+pipeline:
+  version: 1
+  pipelines: [{id: p, steps: [{filter: {id: f, where: "x > 1"}}]}]
+tests:
+  - name: wrong
+    input: [{x: 2}, {x: 0}]
+    expect: [{x: 0}]
+""")
+    assert main(["test", str(fixture)]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and 'missing:    {"x":0}' in out and 'unexpected: {"x":2}' in out
+
+
+def test_functions_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["functions"]) == 0
+    assert "geo_cell" in capsys.readouterr().out
+
+
+def test_readme_run_command_works_on_bundled_data(tmp_path: Path) -> None:
+    done = edgewise("run", "examples/hsl/pipeline.yaml")
+    assert done.returncode == 0, done.stderr
+    speeding = [json.loads(x) for x in done.stdout.splitlines()]
+    assert speeding and all(s["speed_kmh"] > 40 for s in speeding)
+    assert b"3690 events in" in done.stderr
+
+
+def test_public_api_is_exactly_all() -> None:
+    import edgewise
+
+    modules = {"cli", "config", "errors", "events", "expr", "steps", "engine", "sinks", "sources", "jsonio",
+               "testing", "clock", "durations", "annotations"}
+    public = {n for n in dir(edgewise) if not n.startswith("_")} - modules
+    assert public == set(edgewise.__all__) - {"__version__"}
+
+
+def test_docs_function_table_is_current(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["functions", "--markdown"]) == 0
+    table = capsys.readouterr().out.strip()
+    assert table in (ROOT / "docs" / "expressions.md").read_text(encoding="utf-8")

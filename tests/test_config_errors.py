@@ -1,0 +1,95 @@
+"""`edgewise validate` on broken files: each problem is located (file, line, field path) and explained."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from edgewise.cli import main
+from edgewise.config import load_text_plan
+from edgewise.errors import ConfigError
+
+GOOD = """\
+version: 1
+pipelines:
+  - id: p
+    steps:
+      - filter: {id: f, where: "x > 1"}
+"""
+
+CASES = {
+    "yaml_syntax": ("version: 1\npipelines:\n  - id: p\n    steps: [\n", r"pipeline.yaml:\d+:\d+: invalid YAML"),
+    "unknown_step": (GOOD.replace("filter:", "filtre:"),
+                     r"pipeline.yaml:5:\d+: pipelines\[0\].steps\[0\].filtre: unknown step type 'filtre'; "
+                     r"expected one of: annotate, filter"),
+    "missing_id": (GOOD.replace("{id: f, ", "{"),
+                   r"pipeline.yaml:5:\d+: pipelines\[0\].steps\[0\].filter.id: missing required field 'id'"),
+    "duplicate_ids": (GOOD + "      - annotate: {id: f, set: {y: '1'}}\n",
+                      r"pipeline.yaml:6:\d+: pipelines\[0\].steps\[1\].annotate.id: duplicate id 'f'"),
+    "unknown_sink": (GOOD + "    to: [nowhere]\n",
+                     r"pipeline.yaml:6:\d+: pipelines\[0\].to\[0\]: `to` names 'nowhere' is not a sink id"),
+    "bad_expression": (GOOD.replace("x > 1", "x >"),
+                       r"pipeline.yaml:5:\d+: pipelines\[0\].steps\[0\].filter.where: the expression 'x >' "
+                       r"does not parse"),
+    "unknown_function": (GOOD.replace("x > 1", "lenght(x) > 1"),
+                         r"filter.where: unknown function lenght\(\); did you mean length\(\)\?"),
+    "wrong_arity": (GOOD.replace("x > 1", "upper(x, x) = 'A'"), r"filter.where: upper\(\) takes 1 argument"),
+    "unknown_field": (GOOD.replace("{id: f, ", "{id: f, wher: 1, "),
+                      r"filter.wher: unknown field 'wher'; expected one of: id, when, retry, on_error, where"),
+    "bad_version": (GOOD.replace("version: 1", "version: 2"), r"pipeline.yaml:1:\d+: version: expected 1, found 2"),
+    "dead_letter_sink": (GOOD.replace("x > 1\"}", "x > 1\", on_error: dlq}"),
+                         r"filter.on_error: on_error must be 'fail', 'skip' or a sink id; 'dlq' is not a sink id"),
+    "step_not_a_map": (GOOD.replace("- filter: {id: f, where: \"x > 1\"}", "- filter"),
+                       r"steps\[0\]: a step is a map with exactly one key"),
+    "duplicate_key": (GOOD + "version: 1\n", r"duplicate key 'version'"),
+    "unknown_sink_type": (GOOD + "sinks:\n  - {id: s, type: kafka}\n",
+                          r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: file, http, stdout"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_validate_prints_a_located_message(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text, pattern = CASES[name]
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    import re
+
+    assert re.search(pattern, err), err
+
+
+def test_several_problems_are_reported_together() -> None:
+    text = GOOD + "      - annotate: {set: {y: 'nope('}}\n    to: [x]\n"
+    with pytest.raises(ConfigError) as info:
+        load_text_plan(text, "p.yaml")
+    rendered = info.value.render()
+    assert "missing required field 'id'" in rendered
+    assert "does not parse" in rendered
+
+
+def test_valid_file_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text(GOOD)
+    assert main(["validate", str(path)]) == 0
+    assert "ok (1 pipelines, 1 steps" in capsys.readouterr().out
+
+
+def test_json_pipeline_files_are_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    path.write_text('{"version": 1, "pipelines": [{"id": "p", "steps": [{"filter": {"id": "f", "where": "x"}}]}]}')
+    assert main(["validate", str(path)]) == 0
+
+
+def test_schema_lists_every_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    steps = schema["$defs"]["PipelineConfig"]["properties"]["steps"]["items"]["oneOf"]
+    assert {next(iter(s["properties"])) for s in steps} >= {"filter", "gate", "annotate", "transform", "lookup",
+                                                              "tee", "spawn"}
+    assert {d["$ref"].rsplit("/", 1)[1] for d in schema["properties"]["sinks"]["items"]["oneOf"]} >= {
+        "FileSinkConfig", "HttpSinkConfig", "StdoutConfig"}

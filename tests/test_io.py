@@ -1,0 +1,181 @@
+"""Sources and sinks: formats, malformed input, rolling file segments, HTTP with retries and dead letters."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from edgewise.clock import FakeClock
+from edgewise.config import BuildContext, load_text_plan
+from edgewise.engine.local import LocalEngine
+from edgewise.errors import SinkError
+from edgewise.sources.base import SourceContext
+from edgewise.sources.file import FileSource, FileSourceConfig
+from edgewise.sources.generator import GeneratorConfig, GeneratorSource
+from edgewise.testing import ListSource
+from tests.conftest import ROOT
+
+
+def read_all(source: object) -> tuple[list[dict[str, object]], list[str], list[str]]:
+    problems: list[str] = []
+    payloads: list[dict[str, object]] = []
+    ids: list[str] = []
+    for batch in source.read(SourceContext(FakeClock(), problems.append, batch_size=2)):  # type: ignore[attr-defined]
+        payloads += batch.payloads
+        ids += batch.ids()
+    return payloads, ids, problems
+
+
+def test_ndjson_malformed_lines_are_reported_and_skipped(tmp_path: Path) -> None:
+    f = tmp_path / "in.ndjson"
+    f.write_bytes(b'{"a": 1}\n{bad\n\n[1]\n{"a": 2}\n\xff\xfe\n{"a": 3}\n')
+    payloads, ids, problems = read_all(FileSource(FileSourceConfig(id="f", path=str(f)), BuildContext(".")))
+    assert payloads == [{"a": 1}, {"a": 2}, {"a": 3}]
+    assert ids == ["f:in.ndjson:1", "f:in.ndjson:5", "f:in.ndjson:7"]
+    assert [p.split(": ", 1)[0].rsplit(":", 1)[1] for p in problems] == ["2", "4", "6"]
+    assert "expected a JSON object" in problems[1]
+
+
+def test_csv_clf_regex_and_hfp_formats(tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("name,age\nann,31\nbob,\n")
+    (tmp_path / "access.log").write_text(
+        '127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /apache_pb.gif HTTP/1.0" 200 2326 '
+        '"http://www.example.com/start.html" "Mozilla/4.08"\nnot a log line\n')
+    (tmp_path / "app.log").write_text("ERROR disk full\nINFO ok\n")
+    ctx = BuildContext(str(tmp_path))
+    rows, _, _ = read_all(FileSource(FileSourceConfig(id="c", path="t.csv", format="csv"), ctx))
+    assert rows == [{"name": "ann", "age": "31"}, {"name": "bob", "age": ""}]
+    logs, _, problems = read_all(FileSource(FileSourceConfig(id="l", path="access.log", format="clf"), ctx))
+    assert logs[0]["status"] == 200 and logs[0]["path"] == "/apache_pb.gif" and logs[0]["agent"] == "Mozilla/4.08"
+    assert len(problems) == 1
+    parsed, _, _ = read_all(FileSource(FileSourceConfig(id="r", path="app.log", format="regex",
+                                                        regex=r"(?P<level>\w+) (?P<msg>.*)"), ctx))
+    assert parsed == [{"level": "ERROR", "msg": "disk full"}, {"level": "INFO", "msg": "ok"}]
+    hfp = ROOT / "data" / "hsl-hfp-apc-dumps" / "stopChange" / "hfp.dump"
+    events, _, problems = read_all(FileSource(FileSourceConfig(id="h", path=str(hfp), format="hfp"), ctx))
+    assert not problems and len(events) == 14
+    assert events[1]["event_type"] == "VP" and events[1]["veh"] == 1913
+    assert events[1]["topic"]["transport_mode"] == "bus"  # type: ignore[index]
+
+
+def test_hfp_topics_with_spaces_decode() -> None:
+    dump = ROOT / "data" / "hsl-hfp-apc-dumps" / "currentStopNull" / "hfp.dump"
+    events, _, problems = read_all(FileSource(FileSourceConfig(id="h", path=str(dump), format="hfp"),
+                                              BuildContext(".")))
+    assert not problems
+    assert len(events) == 1034
+    assert any(e["topic"].get("headsign") == "Matinkylä (M)" for e in events)  # type: ignore[index]
+
+
+def test_generator_is_reproducible() -> None:
+    a, ids, _ = read_all(GeneratorSource(GeneratorConfig(id="g", count=5, seed=7), BuildContext(".")))
+    b, _, _ = read_all(GeneratorSource(GeneratorConfig(id="g", count=5, seed=7), BuildContext(".")))
+    assert a == b and len(a) == 5 and ids[0] == "g:ysb-7:0"
+    assert set(a[0]) == {"user_id", "page_id", "ad_id", "ad_type", "event_type", "event_time", "ip_address"}
+
+
+def test_file_sink_rolls_and_seals_segments_atomically(tmp_path: Path) -> None:
+    plan = load_text_plan(f"""
+version: 1
+pipelines: [{{id: p, steps: [], to: [out]}}]
+sinks: [{{id: out, type: file, path: {tmp_path / 'spool'}, max_events: 3, envelope: true}}]
+""")
+    engine = LocalEngine(plan, clock=FakeClock(5_000_000), stdout=io.BytesIO(), errors=io.StringIO())
+    engine.open()
+    for batch in ListSource([{"n": i} for i in range(6)]).read(SourceContext(engine.clock, print, batch_size=2)):
+        engine.process(batch)
+    spool = tmp_path / "spool"
+    sealed_before_close = sorted(p.name for p in spool.iterdir() if p.suffix == ".ndjson")
+    assert len(sealed_before_close) == 1  # batches of 2: sealed after 4 events, the last 2 still open
+    assert any(p.name.endswith(".open") for p in spool.iterdir())
+    engine.close()
+    files = sorted(spool.iterdir())
+    assert all(f.suffix == ".ndjson" for f in files)
+    lines = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert [line["payload"]["n"] for line in lines] == list(range(6))
+    assert len(files) == 2
+    assert lines[0]["id"] == "test:0" and lines[0]["event_time"] == 5_000_000
+
+
+class Collector(BaseHTTPRequestHandler):
+    received: ClassVar[list[object]] = []
+    keys: ClassVar[list[str]] = []
+    fail_first = 0
+    status = 503
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        if Collector.fail_first > 0:
+            Collector.fail_first -= 1
+            self.send_response(Collector.status)
+            self.end_headers()
+            return
+        Collector.received.extend(json.loads(body))
+        Collector.keys.append(self.headers["Idempotency-Key"])
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    Collector.received, Collector.keys, Collector.fail_first, Collector.status = [], [], 0, 503
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook"
+    server.shutdown()
+    server.server_close()
+
+
+def run_http(url: str, extra: str = "", events: int = 5) -> tuple[LocalEngine, list[float]]:
+    plan = load_text_plan(f"""
+version: 1
+pipelines: [{{id: p, steps: [], to: [hook]}}]
+sinks:
+  - {{id: hook, type: http, url: "{url}", batch_size: 2, retry: {{attempts: 3, backoff: 10ms}}{extra}}}
+  - {{id: dead, type: stdout}}
+""")
+    sleeps: list[float] = []
+    out = io.BytesIO()
+    engine = LocalEngine(plan, clock=FakeClock(), stdout=out, errors=io.StringIO(), sleep=sleeps.append)
+    engine.run([ListSource([{"n": i} for i in range(events)])])
+    engine.stdout_bytes = out.getvalue()  # type: ignore[attr-defined]
+    return engine, sleeps
+
+
+def test_http_sink_batches_and_retries_with_backoff(http_server: str) -> None:
+    Collector.fail_first = 2
+    engine, sleeps = run_http(http_server)
+    assert Collector.received == [{"n": i} for i in range(5)]
+    assert sleeps == [0.01, 0.02]  # exponential backoff between the three tries
+    assert len(Collector.keys) == 3 and len(set(Collector.keys)) == 3
+    assert engine.stats.ok
+
+
+def test_http_sink_dead_letters_after_retries(http_server: str) -> None:
+    Collector.fail_first = 100
+    engine, _ = run_http(http_server, ", on_error: dead", events=2)
+    letters = [json.loads(line) for line in engine.stdout_bytes.splitlines()]  # type: ignore[attr-defined]
+    assert [x["event"] for x in letters] == [{"n": 0}, {"n": 1}]
+    assert "503" in letters[0]["error"]["message"]
+
+
+def test_http_sink_does_not_retry_a_client_error(http_server: str) -> None:
+    Collector.fail_first, Collector.status = 100, 400
+    with pytest.raises(SinkError, match="answered 400"):
+        run_http(http_server)
+
+
+def test_http_sink_down_fails_the_run_after_retries() -> None:
+    with pytest.raises(SinkError, match="could not deliver"):
+        run_http("http://127.0.0.1:9/unreachable")

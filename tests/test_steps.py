@@ -1,0 +1,158 @@
+"""The stateless steps, with when/retry/on_error, through the public test kit."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from edgewise.testing import FakeClock, assert_records_equal, run_pipeline
+
+
+def pipeline(steps: str, extra: str = "") -> str:
+    indented = "\n".join("      " + line for line in steps.strip().splitlines())
+    return f"version: 1\npipelines:\n  - id: p\n    steps:\n{indented}\n{extra}"
+
+
+def test_filter_and_gate_keep_only_true() -> None:
+    out = run_pipeline(pipeline("""
+- filter: {id: f, where: "x > 1"}
+- gate: {id: g, where: "y IS NULL OR y"}
+"""), [{"x": 2}, {"x": 1}, {"x": None}, {"x": 5, "y": False}, {"x": 3, "y": True}])
+    assert out["p"] == [{"x": 2}, {"x": 3, "y": True}]
+
+
+def test_annotate_nested_paths_and_simultaneous_assignment() -> None:
+    out = run_pipeline(pipeline("""
+- annotate: {id: a, set: {x: "x + 1", old: "x", geo.cell: "concat('c', x)"}}
+"""), [{"x": 1, "geo": {"keep": True}}])
+    assert out["p"] == [{"x": 2, "old": 1, "geo": {"keep": True, "cell": "c1"}}]
+
+
+def test_step_does_not_mutate_its_input() -> None:
+    event = {"x": 1, "nested": {"a": 1}}
+    run_pipeline(pipeline('- annotate: {id: a, set: {nested.b: "2", x: "9"}}'), [event])
+    assert event == {"x": 1, "nested": {"a": 1}}
+
+
+def test_transform_ops_in_order() -> None:
+    out = run_pipeline(pipeline("""
+- transform:
+    id: t
+    ops:
+      - set: {total: "aggregate(items, 0, (acc, i) -> acc + i)"}
+      - rename: {name: user.name}
+      - regex_replace: {field: phone, pattern: "\\\\D", replacement: ""}
+      - drop: [items]
+      - keep: [user, total, phone]
+"""), [{"name": "ann", "items": [1, 2, 3], "phone": "+358 (40) 123", "junk": 1}])
+    assert out["p"] == [{"user": {"name": "ann"}, "total": 6, "phone": "35840123"}]
+
+
+def test_lookup_from_csv_and_json(tmp_path: Path) -> None:
+    (tmp_path / "ads.csv").write_text("ad_id,campaign_id,owner\na1,c1,x\na2,c2,y\n")
+    (tmp_path / "lines.json").write_text('{"55": {"mode": "tram"}}')
+    text = pipeline("""
+- lookup: {id: camp, table: ads.csv, key: ad, fields: [campaign_id]}
+- lookup: {id: line, table: lines.json, key: "line", into: info}
+- lookup: {id: strict, table: ads.csv, key: ad, fields: [owner], missing: drop}
+""")
+    out = run_pipeline(text, [{"ad": "a1", "line": 55}, {"ad": "zz", "line": 1}], base_dir=str(tmp_path))
+    assert out["p"] == [{"ad": "a1", "line": 55, "campaign_id": "c1", "info": {"mode": "tram"}, "owner": "x"}]
+
+
+def test_tee_sends_reshaped_copy_and_passes_original() -> None:
+    out = run_pipeline(pipeline('- tee: {id: t, to: audit, set: {seen: "true"}, keep: [id, seen]}',
+                                "sinks:\n  - {id: audit, type: stdout}\n"), [{"id": 1, "secret": "s"}])
+    assert out["p"] == [{"id": 1, "secret": "s"}]
+    assert out["sink:audit"] == [{"id": 1, "seen": True}]
+
+
+def test_when_applies_step_only_where_true_and_keeps_order() -> None:
+    out = run_pipeline(pipeline('- annotate: {id: a, when: "x % 2 = 0", set: {even: "true"}}'),
+                       [{"x": i} for i in range(5)])
+    assert out["p"] == [{"x": 0, "even": True}, {"x": 1}, {"x": 2, "even": True}, {"x": 3}, {"x": 4, "even": True}]
+
+
+def test_on_error_dead_letter_skip_and_fail() -> None:
+    text = pipeline("""
+- annotate: {id: div, set: {r: "10 / x"}, on_error: dead}
+- annotate: {id: cast, set: {n: "cast(s AS INT)"}, on_error: skip}
+""", "sinks:\n  - {id: dead, type: stdout}\n")
+    clock = FakeClock(1_700_000_000_000_000)
+    out = run_pipeline(text, [{"x": 2, "s": "1"}, {"x": 0, "s": "1"}, {"x": 5, "s": "bad"}], clock=clock)
+    assert out["p"] == [{"x": 2, "s": "1", "r": 5.0, "n": 1}]
+    (letter,) = out["sink:dead"]
+    assert letter["event"] == {"x": 0, "s": "1"}
+    assert letter["error"]["type"] == "DIVIDE_BY_ZERO"
+    assert letter["step"] == "div" and letter["pipeline"] == "p"
+    assert letter["failed_at"] == "2023-11-14T22:13:20Z"
+    assert letter["event_id"] == "test:1"
+
+
+def test_each_pipeline_gets_every_event() -> None:
+    text = """
+version: 1
+pipelines:
+  - id: a
+    steps: [{annotate: {id: s1, set: {tag: "'a'"}}}]
+  - id: b
+    steps: [{filter: {id: s2, where: "x > 1"}}]
+"""
+    out = run_pipeline(text, [{"x": 1}, {"x": 2}])
+    assert_records_equal(out["a"], [{"x": 1, "tag": "a"}, {"x": 2, "tag": "a"}])
+    assert out["b"] == [{"x": 2}]
+
+
+def script(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "prog.py"
+    path.write_text(f"#!{sys.executable}\nimport json, sys\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_spawn_runs_program_with_event_on_stdin(tmp_path: Path) -> None:
+    prog = script(tmp_path, "e = json.load(sys.stdin); print(json.dumps({'double': e['x'] * 2}))")
+    out = run_pipeline(pipeline(f'- spawn: {{id: s, argv: ["{prog}"], into: result, timeout: 5s}}'), [{"x": 21}])
+    assert out["p"] == [{"x": 21, "result": {"double": 42}}]
+
+
+def test_spawn_failures_are_per_event_and_retried(tmp_path: Path) -> None:
+    counter = tmp_path / "count"
+    prog = script(tmp_path, f"""
+e = json.load(sys.stdin)
+p = {str(counter)!r}
+n = int(open(p).read()) if __import__('os').path.exists(p) else 0
+open(p, 'w').write(str(n + 1))
+if e['x'] == 'boom' or (e['x'] == 'flaky' and n < 1):
+    sys.stderr.write('cannot do ' + e['x']); sys.exit(3)
+print(json.dumps(e['x']))""")
+    text = pipeline(f"""
+- spawn: {{id: s, argv: ["{prog}"], into: r, retry: {{attempts: 2, backoff: 1ms}}, on_error: dead}}
+""", "sinks:\n  - {id: dead, type: stdout}\n")
+    out = run_pipeline(text, [{"x": "flaky"}, {"x": "boom"}, {"x": "ok"}])
+    assert out["p"] == [{"x": "flaky", "r": "flaky"}, {"x": "ok", "r": "ok"}]
+    (letter,) = out["sink:dead"]
+    assert "exited with 3: cannot do boom" in letter["error"]["message"]
+
+
+def test_spawn_timeout(tmp_path: Path) -> None:
+    prog = script(tmp_path, "import time; time.sleep(5)")
+    text = pipeline(f'- spawn: {{id: s, argv: ["{prog}"], timeout: 200ms, on_error: skip}}')
+    assert run_pipeline(text, [{"x": 1}])["p"] == []
+
+
+def test_spawn_never_uses_a_shell(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    text = pipeline(f'- spawn: {{id: s, argv: ["echo", "; touch {marker}"], wait: false}}')
+    run_pipeline(text, [{"x": 1}])
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("argv", ['["no-such-program-xyz"]', '["./missing.sh"]'])
+def test_spawn_missing_program_is_a_config_error(argv: str) -> None:
+    from edgewise.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="argv"):
+        run_pipeline(pipeline(f"- spawn: {{id: s, argv: {argv}}}"), [])
