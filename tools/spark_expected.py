@@ -13,41 +13,11 @@ import json
 import os
 import re
 import sys
-from datetime import date, datetime
-from decimal import Decimal
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "tests" / "data" / "function_cases.txt"
 OUT = ROOT / "tests" / "data" / "spark_expected.json"
-
-
-def encode(v: Any) -> Any:
-    """A JSON form that keeps the type: the same encoding tests/test_functions_vs_spark.py applies locally."""
-    from pyspark.sql import Row
-
-    if v is None or isinstance(v, bool | str):
-        return v
-    if isinstance(v, int):
-        return {"int": str(v)}
-    if isinstance(v, float):
-        return {"double": repr(v)}
-    if isinstance(v, Decimal):
-        return {"decimal": str(v)}
-    if isinstance(v, datetime):
-        return {"timestamp": v.strftime("%Y-%m-%d %H:%M:%S.%f")}
-    if isinstance(v, date):
-        return {"date": v.isoformat()}
-    if isinstance(v, bytes | bytearray):
-        return {"binary": bytes(v).hex()}
-    if isinstance(v, Row):
-        return {"struct": {k: encode(x) for k, x in v.asDict(recursive=False).items()}}
-    if isinstance(v, list):
-        return [encode(x) for x in v]
-    if isinstance(v, dict):
-        return {"map": {str(k): encode(x) for k, x in v.items()}}
-    raise TypeError(type(v))
 
 
 def native(expr: str) -> str:
@@ -71,6 +41,9 @@ def native(expr: str) -> str:
 
 
 def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    from tests.expr.spark_compare import encode
+
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["TZ"] = "UTC"

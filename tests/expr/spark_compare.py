@@ -1,4 +1,7 @@
-"""Encode local values the way tools/spark_expected.py encodes Spark's, and compare the two."""
+"""Encode values (local or Spark's) in one typed JSON form, and compare two encodings.
+
+tools/spark_expected.py uses ``encode`` on Spark's results; the tests use it on the local engine's.
+"""
 
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ def encode(v: Any) -> Any:
         return {"timestamp": v.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")}
     if isinstance(v, date):
         return {"date": v.isoformat()}
-    if isinstance(v, bytes):
-        return {"binary": v.hex()}
+    if isinstance(v, bytes | bytearray):
+        return {"binary": bytes(v).hex()}
+    if hasattr(v, "asDict"):  # a Spark Row: a STRUCT
+        return {"struct": {k: encode(x) for k, x in v.asDict(recursive=False).items()}}
     if isinstance(v, list):
         return [encode(x) for x in v]
     if isinstance(v, dict):

@@ -348,9 +348,9 @@ def aggregate(args: list[Any]) -> Evaluator:
     return run
 
 
-@table.special("exists", args=2, lambda_args=(1,))
-def exists(args: list[Any]) -> Evaluator:
-    """Whether a lambda is TRUE for some element (NULL if none is TRUE and some are NULL)."""
+def _quantifier(args: list[Any], name: str, decisive: bool) -> Evaluator:
+    """``exists`` (decisive TRUE) and ``forall`` (decisive FALSE), with Spark's NULL rule: when no element is
+    decisive but some gave NULL, the answer is NULL."""
     arr, fn = args[0], args[1]
     assert isinstance(fn, Lambda)
 
@@ -359,34 +359,24 @@ def exists(args: list[Any]) -> Evaluator:
         if v is None:
             return None
         saw_null = False
-        for x in _arr(v, "exists"):
+        for x in _arr(v, name):
             r = fn.call(p, x)
-            if r is True:
-                return True
+            if r is decisive:
+                return decisive
             if r is None:
                 saw_null = True
-        return None if saw_null else False
+        return None if saw_null else not decisive
 
     return run
+
+
+@table.special("exists", args=2, lambda_args=(1,))
+def exists(args: list[Any]) -> Evaluator:
+    """Whether a lambda is TRUE for some element (NULL if none is TRUE and some are NULL)."""
+    return _quantifier(args, "exists", True)
 
 
 @table.special("forall", args=2, lambda_args=(1,))
 def forall(args: list[Any]) -> Evaluator:
     """Whether a lambda is TRUE for every element (NULL if none is FALSE and some are NULL)."""
-    arr, fn = args[0], args[1]
-    assert isinstance(fn, Lambda)
-
-    def run(p: Any) -> Any:
-        v = arr(p)
-        if v is None:
-            return None
-        saw_null = False
-        for x in _arr(v, "forall"):
-            r = fn.call(p, x)
-            if r is False:
-                return False
-            if r is None:
-                saw_null = True
-        return None if saw_null else True
-
-    return run
+    return _quantifier(args, "forall", False)
