@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
@@ -109,12 +110,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         sources = [FileSource(FileSourceConfig(id="input", path=args.input), build)]
     elif args.input == "-" or not plan.sources:
         sources = [StdinSource(StdinConfig(id="stdin"), build)]
-    else:
-        import os
-
-        from edgewise.config import BuildContext as Ctx
-
-        base = Ctx(os.path.dirname(os.path.abspath(plan.file)))
+    else:  # the file's own sources; their relative paths start at the pipeline file
+        base = BuildContext(os.path.dirname(os.path.abspath(plan.file)))
         sources = [plan.source_classes[s.id](s, base) for s in plan.sources]
     engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size))
     stats = engine.run(sources)
