@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar
+from typing import TYPE_CHECKING, BinaryIO, ClassVar
 
 from edgewise.config.models import SinkConfig
 from edgewise.errors import SinkError
@@ -90,7 +90,3 @@ class SinkRunner:
             self.dead_letter(target, batch, last)
             return
         raise SinkError(f"sink {self.sink.id} could not deliver {len(batch)} events: {last}") from last
-
-
-def describe_error(exc: Any) -> str:
-    return f"{type(exc).__name__}: {exc}"

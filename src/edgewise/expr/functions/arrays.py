@@ -131,10 +131,17 @@ def array_join(v: Any, sep: Any, null_text: Any = None) -> str:
     return (V.to_string(sep) or "").join(parts)
 
 
+def _same(x: Any, y: Any) -> bool:
+    """Set-function equality: NULL matches NULL, other values compare as ``=`` does."""
+    if x is None or y is None:
+        return x is None and y is None
+    return V.compare(x, y) == 0
+
+
 def _distinct(items: list[Any]) -> list[Any]:
     out: list[Any] = []
     for x in items:
-        if not any((x is None and y is None) or (x is not None and y is not None and V.compare(x, y) == 0)
+        if not any(_same(x, y)
                    for y in out):
             out.append(x)
     return out
@@ -157,7 +164,7 @@ def array_intersect(a: Any, b: Any) -> list[Any]:
     """Distinct elements found in both arrays."""
     right = _arr(b, "array_intersect")
     return [x for x in _distinct(_arr(a, "array_intersect"))
-            if any((x is None and y is None) or (x is not None and y is not None and V.compare(x, y) == 0)
+            if any(_same(x, y)
                    for y in right)]
 
 
@@ -166,7 +173,7 @@ def array_except(a: Any, b: Any) -> list[Any]:
     """Distinct elements of the first array that are not in the second."""
     right = _arr(b, "array_except")
     return [x for x in _distinct(_arr(a, "array_except"))
-            if not any((x is None and y is None) or (x is not None and y is not None and V.compare(x, y) == 0)
+            if not any(_same(x, y)
                        for y in right)]
 
 
