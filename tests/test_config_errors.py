@@ -22,7 +22,7 @@ CASES = {
     "yaml_syntax": ("version: 1\npipelines:\n  - id: p\n    steps: [\n", r"pipeline.yaml:\d+:\d+: invalid YAML"),
     "unknown_step": (GOOD.replace("filter:", "filtre:"),
                      r"pipeline.yaml:5:\d+: pipelines\[0\].steps\[0\].filtre: unknown step type 'filtre'; "
-                     r"expected one of: annotate, filter"),
+                     r"expected one of: aggregate, annotate, complete"),
     "missing_id": (GOOD.replace("{id: f, ", "{"),
                    r"pipeline.yaml:5:\d+: pipelines\[0\].steps\[0\].filter.id: missing required field 'id'"),
     "duplicate_ids": (GOOD + "      - annotate: {id: f, set: {y: '1'}}\n",

@@ -58,6 +58,7 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
             return None
 
     sources = [collect(_plugin_config, "sources", doc, ("sources", i)) for i in range(len(top.sources))]
+    stores = {name: collect(_store_config, doc, ("state", name)) for name in top.state}
     sinks = [collect(_plugin_config, "sinks", doc, ("sinks", i)) for i in range(len(top.sinks))]
     step_configs: list[list[tuple[Path, str, Any]]] = []
     for pi, pipeline in enumerate(top.pipelines):
@@ -73,6 +74,7 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
     sink_ids = {s.id for s in sinks if s is not None}
     problems.extend(_check_ids(doc, top, sources, sinks, step_configs))
     problems.extend(_check_references(doc, top, sinks, step_configs, sink_ids))
+    problems.extend(_check_stores(doc, step_configs, set(stores)))
     if problems:
         raise _combined(problems)
 
@@ -97,6 +99,8 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
         sinks={s.id: s for s in sinks if s is not None},
         source_classes={s.id: registry.resolve("sources", s.type) for s in sources if s is not None},
         sink_classes={s.id: registry.resolve("sinks", s.type) for s in sinks if s is not None},
+        stores={name: store for name, store in stores.items() if store is not None},
+        base_dir=ctx.base_dir,
     )
 
 
@@ -123,6 +127,30 @@ def _plugin_config(kind: registry.Kind, doc: Document, path: Path) -> SourceConf
         raise doc.error((*path, "type"), str(exc)) from None
     config: SourceConfig | SinkConfig = validate_model(cls.Config, doc, path)
     return config
+
+
+def _store_config(doc: Document, path: Path) -> Any:
+    from edgewise.state import STORE_CONFIGS
+
+    item = doc.sub(path).data
+    kinds = ", ".join(STORE_CONFIGS)
+    if not isinstance(item, dict) or item.get("type") not in STORE_CONFIGS:
+        found = item.get("type") if isinstance(item, dict) else item
+        where = (*path, "type") if isinstance(item, dict) and "type" in item else path
+        raise doc.error(where, f"a state store needs `type`: one of {kinds}; found {found!r}")
+    return validate_model(STORE_CONFIGS[item["type"]], doc, path)
+
+
+def _check_stores(doc: Document, steps: list[list[tuple[Path, str, Any]]], declared: set[str]) -> list[ConfigError]:
+    problems = []
+    for entries in steps:
+        for path, kind, cfg in entries:
+            name = getattr(cfg, "store", None)
+            if name is not None and name != "default" and name not in declared:
+                known = ", ".join(sorted(declared)) or "the file has no `state:` section"
+                problems.append(doc.error((*path, kind, "store"), f"store {name!r} is not declared under `state:`; "
+                                          f"declared: {known}"))
+    return problems
 
 
 def _step_config(doc: Document, path: Path) -> tuple[Path, str, Any]:

@@ -109,5 +109,9 @@ class PipelineFileConfig(Model):
         None, description="expression giving each event's event time (a TIMESTAMP, timestamp text or epoch "
         "seconds); default: the ingestion time")
     sources: list[dict[str, Any]] = Field(default_factory=list, description="where events come from")
+    state: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="state stores by name, e.g. {default: {type: sqlite, path: "
+        "./state/edgewise.db}}; stateful steps use `default` unless they name another; without this section "
+        "state is kept in memory only")
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the pipelines; every event enters each")
     sinks: list[dict[str, Any]] = Field(default_factory=list, description="where results go")

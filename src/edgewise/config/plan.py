@@ -34,6 +34,15 @@ class Plan:
     sinks: dict[str, SinkConfig]
     source_classes: dict[str, Any] = field(default_factory=dict)
     sink_classes: dict[str, Any] = field(default_factory=dict)
+    stores: dict[str, Any] = field(default_factory=dict)
+    """State store configs by name (``edgewise.state``); empty: every stateful step keeps state in memory."""
+    base_dir: str = "."
+    """The pipeline file's directory: relative paths (tables, sqlite files) start here."""
+
+    def stateful_steps(self) -> list[Any]:
+        from edgewise.steps.stateful import StatefulStep
+
+        return [s for p in self.pipelines for s in p.steps if isinstance(s, StatefulStep)]
 
     @property
     def name(self) -> str:
@@ -62,4 +71,6 @@ class Plan:
             lines.append(f"    -> {', '.join(p.to) if p.to else 'stdout'}")
         for sink in self.sinks.values():
             lines.append(f"  sink {sink.id}: {sink.type}")
+        for name, store in self.stores.items():
+            lines.append(f"  state store {name}: {store.type}")
         return "\n".join(lines)

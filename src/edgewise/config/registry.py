@@ -26,6 +26,10 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "lookup": "edgewise.steps.lookup:LookupStep",
         "tee": "edgewise.steps.tee:TeeStep",
         "spawn": "edgewise.steps.spawn:SpawnStep",
+        "aggregate": "edgewise.steps.aggregate:AggregateStep",
+        "window": "edgewise.steps.window:WindowStep",
+        "dedupe": "edgewise.steps.dedupe:DedupeStep",
+        "complete": "edgewise.steps.complete:CompleteStep",
     },
     "sources": {
         "stdin": "edgewise.sources.stdin:StdinSource",

@@ -46,6 +46,11 @@ class RunContext:
         self._error_lines = 0
         self._max_error_lines = max_error_lines
 
+    @property
+    def errors(self) -> TextIO:
+        """Where operator messages go (stderr by default)."""
+        return self._errors
+
     def count(self, step_id: str, what: str, n: int = 1) -> None:
         self.stats.steps[(step_id, what)] += n
 

@@ -2,13 +2,20 @@
 
 Every event enters every pipeline (each gets the same immutable payloads; steps copy what they change). A
 pipeline's results go to its ``to`` sinks, or to stdout when it has none.
+
+With a durable state store the engine commits, at most every ``commit_interval`` seconds of its clock and at the
+end, the stateful steps' changes together with how many events of each source were processed, after flushing
+the sinks: what a commit covers has been delivered. A restarted run restores the state, skips the events the
+last commit covers and reprocesses the rest (at-least-once; results keep their ids, so idempotent sinks see each
+result once). When the input ends, every stateful step is finished in pipeline order: open windows and pending
+completions are flushed through the rest of their pipeline.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import BinaryIO
 
 from edgewise.clock import Clock, SystemClock
@@ -17,14 +24,26 @@ from edgewise.config.plan import Plan
 from edgewise.engine.context import RunContext, RunStats
 from edgewise.engine.event_time import assign_event_times
 from edgewise.engine.guard import GuardedStep
+from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
 from edgewise.sources.base import Source, SourceContext
+from edgewise.state import StateStore
+from edgewise.steps.stateful import StatefulStep
 
 STDOUT = "<stdout>"
 """The sink id results go to when a pipeline has no ``to``."""
+
+Pipeline = tuple[str, list[GuardedStep], list[str]]
+
+
+class Crash(BaseException):
+    """Stops a run the way ``kill -9`` does: nothing more is delivered, flushed, committed or closed.
+
+    Raised by ``edgewise.testing``'s crash marker; a ``BaseException`` so that no error handling catches it.
+    """
 
 
 class LocalEngine:
@@ -32,13 +51,16 @@ class LocalEngine:
 
     def __init__(self, plan: Plan, *, clock: Clock | None = None, stdout: BinaryIO | None = None,
                  errors: object = None, sinks: dict[str, Sink] | None = None, pipelines: list[str] | None = None,
-                 sleep: Callable[[float], None] = time.sleep, batch_size: int = 1024) -> None:
+                 sleep: Callable[[float], None] = time.sleep, batch_size: int = 1024,
+                 stores: Mapping[str, StateStore] | None = None, commit_interval: float = 1.0,
+                 collect: Callable[[str, Batch], None] | None = None) -> None:
         self.plan = plan
         self.clock = clock or SystemClock()
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.batch_size = batch_size
         chosen = plan.pipelines if pipelines is None else [plan.pipeline(p) for p in pipelines]
-        self.pipelines = [(p.id, [GuardedStep(s, p.id) for s in p.steps], p.to or [STDOUT]) for p in chosen]
+        self.pipelines: list[Pipeline] = [(p.id, [GuardedStep(s, p.id) for s in p.steps], p.to or [STDOUT])
+                                          for p in chosen]
         build = BuildContext(base_dir=".")
         overrides = sinks or {}
         self.sinks: dict[str, Sink] = {}
@@ -47,7 +69,12 @@ class LocalEngine:
         self.sinks[STDOUT] = overrides.get(STDOUT) or StdoutSink(StdoutConfig(id="stdout"), build)
         self.ctx = RunContext(clock=self.clock, send=self._send, errors=errors, sleep=sleep)  # type: ignore[arg-type]
         self.runners = {sid: SinkRunner(s, sleep, self._sink_dead_letter) for sid, s in self.sinks.items()}
-        self._opened = False
+        self.state = StateRuntime(plan, stores)
+        self.positions: dict[str, int] = {}
+        """Events of each source processed so far (restored from the last commit on open)."""
+        self.commit_interval_us = int(commit_interval * 1_000_000)
+        self.collect = collect
+        self._last_commit_us = 0
 
     @property
     def stats(self) -> RunStats:
@@ -60,7 +87,8 @@ class LocalEngine:
         for _, steps, _ in self.pipelines:
             for g in steps:
                 g.step.open(self.ctx)
-        self._opened = True
+        self.positions = self.state.open()
+        self._last_commit_us = self.clock.now_us()
 
     def ingest(self, batch: Batch) -> Batch:
         """Count the batch in and give it its event times."""
@@ -76,18 +104,57 @@ class LocalEngine:
 
     def run_pipelines(self, batch: Batch) -> dict[str, Batch]:
         """Run every pipeline on the batch and deliver the results; returns them by pipeline id."""
-        results = {}
-        for pipeline_id, steps, targets in self.pipelines:
-            out = batch
-            for guarded in steps:
-                out = guarded.run(out, self.ctx)
-                if not len(out):
-                    break
-            results[pipeline_id] = out
-            self.ctx.stats.events_out[pipeline_id] += len(out)
-            for target in targets:
-                self._send(target, out)
-        return results
+        return {pipeline[0]: self._continue(pipeline, 0, batch) for pipeline in self.pipelines}
+
+    def _continue(self, pipeline: Pipeline, start: int, batch: Batch) -> Batch:
+        """Run ``batch`` through the pipeline's steps from ``start`` on and deliver what comes out."""
+        pipeline_id, steps, targets = pipeline
+        out = batch
+        for guarded in steps[start:]:
+            if not len(out):
+                break
+            out = guarded.run(out, self.ctx)
+        self.ctx.stats.events_out[pipeline_id] += len(out)
+        for target in targets:
+            self._send(target, out)
+        if self.collect is not None and len(out):
+            self.collect(pipeline_id, out)
+        return out
+
+    def _stateful(self) -> Iterable[tuple[Pipeline, int, StatefulStep]]:
+        for pipeline in self.pipelines:
+            for i, guarded in enumerate(pipeline[1]):
+                if isinstance(guarded.step, StatefulStep):
+                    yield pipeline, i, guarded.step
+
+    def tick(self) -> None:
+        """Fire processing-time timers due at the clock's current time (completion timeouts)."""
+        now = self.clock.now_us()
+        for pipeline, i, step in self._stateful():
+            fired = step.advance(now, self.ctx)
+            if fired is not None and len(fired):
+                self._continue(pipeline, i + 1, fired)
+
+    def finish(self) -> None:
+        """The input ended: flush every stateful step (open windows, pending completions), in pipeline order, so
+        what one step flushes still passes through the steps after it."""
+        for pipeline, i, step in self._stateful():
+            flushed = step.finish(self.ctx)
+            if flushed is not None and len(flushed):
+                self._continue(pipeline, i + 1, flushed)
+
+    def commit(self, *, force: bool = False) -> None:
+        """Make progress durable: flush the sinks, then commit state and source positions together. Only with a
+        durable store, and at most every ``commit_interval`` unless forced."""
+        if not self.state.durable:
+            return
+        now = self.clock.now_us()
+        if not force and now - self._last_commit_us < self.commit_interval_us:
+            return
+        for sink in self.sinks.values():
+            sink.flush()
+        self.state.commit(self.positions)
+        self._last_commit_us = now
 
     def process(self, batch: Batch) -> dict[str, Batch]:
         return self.run_pipelines(self.ingest(batch))
@@ -110,6 +177,7 @@ class LocalEngine:
 
     def close(self) -> None:
         errors: list[Exception] = []
+        self.state.close()
         for _, steps, _ in self.pipelines:
             for g in steps:
                 g.step.close()
@@ -124,16 +192,44 @@ class LocalEngine:
             raise SinkError(f"flushing sinks failed: {errors[0]}") from errors[0]
 
     def run(self, sources: Iterable[Source]) -> RunStats:
-        """Read every source to its end through the pipelines. Sink failures raise ``SinkError``."""
+        """Read every source to its end through the pipelines, then finish and commit. Sink failures raise
+        ``SinkError``. Events a previous run already committed are skipped (see the module docstring)."""
         self.open()
         source_ctx = SourceContext(self.clock, self._malformed, self.batch_size)
         try:
             for source in sources:
-                for batch in source.read(source_ctx):
-                    self.process(batch)
-        finally:
+                self._read(source, source_ctx)
+            self.finish()
+            self.commit(force=True)
+        except Crash:
+            raise  # like kill -9: no flush, no commit, no close
+        except BaseException:
             self.close()
+            raise
+        self.close()
         return self.ctx.stats
+
+    def _read(self, source: Source, source_ctx: SourceContext) -> None:
+        done = self.positions.get(source.id, 0)
+        if done:
+            print(f"edgewise: source {source.id}: resuming after {done} events (from the state store)",
+                  file=self.ctx.errors)
+        seen = 0
+        for batch in source.read(source_ctx):
+            n = len(batch)
+            if seen + n <= done:  # processed and committed before a restart
+                seen += n
+                if not n:
+                    self.tick()
+                continue
+            if seen < done:
+                batch = batch.slice(done - seen, n)
+            seen += n
+            if len(batch):
+                self.process(batch)
+            self.positions[source.id] = seen
+            self.tick()
+            self.commit()
 
     def _malformed(self, message: str) -> None:
         self.ctx.stats.malformed += 1

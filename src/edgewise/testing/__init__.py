@@ -1,4 +1,5 @@
-"""Public test kit: list sources and sinks, a fake clock, a one-call runner and order-free comparison.
+"""Public test kit: list sources with crash and pause markers, list sinks, a fake clock, a one-call runner that
+restarts after crashes, and order-free comparison.
 
 >>> from edgewise.testing import run_pipeline
 >>> out = run_pipeline('''
@@ -10,45 +11,129 @@
 ... ''', [{"temp": 35}, {"temp": 20}])
 >>> out["hot"]
 [{'temp': 35}]
+
+Markers in the event list: ``CRASH`` stops the run like ``kill -9`` (nothing flushed or committed) and
+``run_pipeline`` starts a new engine on the same state store, which resumes from the last commit, as a restarted
+process would; ``pause("30s")`` lets 30 seconds of processing time pass with no input (timers fire).
+
+>>> from edgewise.testing import CRASH, pause
+>>> out = run_pipeline('''
+... version: 1
+... pipelines:
+...   - id: counts
+...     steps:
+...       - aggregate: {id: per-room, key: [room], aggs: {n: count()}, into: seen}
+... ''', [{"room": "a"}, CRASH, {"room": "a"}, pause("1m"), {"room": "b"}])
+>>> [e["seen"]["n"] for e in out["counts"]]
+[1, 2, 1]
 """
 
 from __future__ import annotations
 
 import io
+import os
+import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from edgewise.clock import FakeClock
 from edgewise.config import BuildContext, load_text_plan
 from edgewise.config.models import SinkConfig, SourceConfig
 from edgewise.config.plan import Plan
-from edgewise.engine.local import STDOUT, LocalEngine
+from edgewise.durations import parse_duration_us
+from edgewise.engine.local import STDOUT, Crash, LocalEngine
 from edgewise.events import Batch
 from edgewise.jsonio import dumps
 from edgewise.sinks.base import Sink
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.lines import make_batch
+from edgewise.state import StateStore
 
-__all__ = ["FakeClock", "ListSink", "ListSource", "assert_records_equal", "canonical", "run_pipeline"]
+__all__ = ["CRASH", "Crash", "FakeClock", "ListSink", "ListSource", "Pause", "RunResult", "assert_records_equal",
+           "canonical", "pause", "run", "run_pipeline"]
+
+
+class _CrashMarker:
+    def __repr__(self) -> str:
+        return "CRASH"
+
+
+CRASH: Any = _CrashMarker()
+"""Put in a ``ListSource``'s events: the run stops there like ``kill -9`` (once; a restarted run reads on)."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    """Processing time passes with no input: the clock advances (a ``FakeClock``) or the source sleeps."""
+
+    seconds: float
+
+
+def pause(duration: str | float) -> Pause:
+    """A pause marker: ``pause("30s")``, ``pause(1.5)``."""
+    return Pause(parse_duration_us(duration) / 1_000_000)
 
 
 class ListSource(Source):
-    """Events from a Python list (payload dicts), in batches of ``batch_size``."""
+    """Events from a Python list (payload dicts, ``CRASH`` and ``pause(...)`` markers), in batches of at most
+    ``batch_size``; a marker ends the batch before it. Event ids are ``<source id>:<n>``, n counting events only.
+
+    Each marker acts once per ``ListSource``: read it again after a crash (as a restarted run does) and it is
+    passed over, so the restarted run gets the rest of the input.
+    """
 
     __test__ = False
     kind: ClassVar[str] = "list"
     Config = SourceConfig
 
-    def __init__(self, events: Iterable[dict[str, Any]], source_id: str = "test") -> None:
+    def __init__(self, events: Iterable[dict[str, Any] | Pause | Any], source_id: str = "test") -> None:
         super().__init__(SourceConfig(id=source_id, type="list"), BuildContext("."))
-        self.events = list(events)
+        self.items = list(events)
+        self.events = [e for e in self.items if isinstance(e, dict)]
+        self._spent: set[int] = set()
 
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
         size = ctx.batch_size
-        for start in range(0, len(self.events), size):
-            chunk = self.events[start : start + size]
-            yield make_batch(chunk, list(range(start, start + len(chunk))), self.id, f"{self.id}:", ctx)
+        chunk: list[dict[str, Any]] = []
+        n = 0
+        for index, item in enumerate(self.items):
+            if isinstance(item, dict):
+                chunk.append(item)
+                if len(chunk) >= size:
+                    yield self._batch(chunk, n, ctx)
+                    n += len(chunk)
+                    chunk = []
+                continue
+            if chunk:
+                yield self._batch(chunk, n, ctx)
+                n += len(chunk)
+                chunk = []
+            if index in self._spent:
+                continue
+            self._spent.add(index)
+            if isinstance(item, Pause):
+                _let_time_pass(ctx, item.seconds)
+                yield self._batch([], n, ctx)  # an empty batch: the engine fires its timers
+            elif item is CRASH:
+                raise Crash(f"crash marker after {n} events")
+            else:
+                raise TypeError(f"ListSource events are dicts, CRASH or pause(...); found {item!r}")
+        if chunk:
+            yield self._batch(chunk, n, ctx)
+
+    def _batch(self, chunk: list[dict[str, Any]], start: int, ctx: SourceContext) -> Batch:
+        return make_batch(chunk, list(range(start, start + len(chunk))), self.id, f"{self.id}:", ctx)
+
+
+def _let_time_pass(ctx: SourceContext, seconds: float) -> None:
+    advance = getattr(ctx.clock, "advance", None)
+    if advance is not None:
+        advance(seconds)
+    else:
+        time.sleep(seconds)
 
 
 class ListSink(Sink):
@@ -67,6 +152,10 @@ class ListSink(Sink):
     def write(self, batch: Batch) -> None:
         self.records.extend(batch.payloads)
         self.ids.extend(batch.ids())
+
+    def unique(self) -> list[dict[str, Any]]:
+        """The records as an idempotent sink keeps them: the last one written under each id."""
+        return list(dict(zip(self.ids, self.records, strict=True)).values())
 
 
 def canonical(record: Any) -> bytes:
@@ -89,26 +178,74 @@ def assert_records_equal(actual: Iterable[Any], expected: Iterable[Any]) -> None
         raise AssertionError("\n".join(lines))
 
 
-def run_pipeline(pipeline: str | Plan, events: Iterable[dict[str, Any]], *, clock: FakeClock | None = None,
-                 base_dir: str = ".") -> dict[str, list[dict[str, Any]]]:
-    """Run a pipeline file's text (or a loaded plan) over events; results by pipeline id and by sink id.
+@dataclass
+class RunResult:
+    """What ``run`` gives: each pipeline's results and each sink's records (both deduplicated by event id, as an
+    idempotent sink keeps them), counters, failures, and how many crashes the run went through."""
 
-    Every sink is replaced by a ``ListSink``: nothing is written anywhere.
+    outputs: dict[str, list[dict[str, Any]]]
+    sinks: dict[str, ListSink]
+    counters: dict[str, int]
+    failed: int
+    errors: str
+    restarts: int
+
+
+def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: FakeClock | None = None,
+        pipelines: list[str] | None = None, batch_size: int = 1024,
+        state_dir: str | None = None) -> RunResult:
+    """Run a plan over events with every sink replaced by a ``ListSink``, restarting after each ``CRASH``.
+
+    State is kept in a SQLite file in ``state_dir`` (a fresh temporary directory by default) whatever the plan
+    declares, so a test never touches the plan's own store; each restart opens that file anew, so only what was
+    committed survives a crash. The source, sinks and clock outlive restarts, as the outside world does.
     """
-    plan = pipeline if isinstance(pipeline, Plan) else load_text_plan(pipeline, "<test>", base_dir)
+    from edgewise.state.sqlite import SqliteStore
+
+    clock = clock or FakeClock()
+    source = ListSource(events)
     sinks: dict[str, Sink] = {sid: ListSink(sid) for sid in plan.sinks}
     sinks[STDOUT] = ListSink(STDOUT)
-    outputs: dict[str, list[dict[str, Any]]] = {p.id: [] for p in plan.pipelines}
-    engine = LocalEngine(plan, clock=clock or FakeClock(), stdout=io.BytesIO(), sinks=sinks, errors=io.StringIO(),
-                         sleep=lambda s: None)
-    engine.open()
-    try:
-        for batch in ListSource(events).read(SourceContext(engine.clock, engine._malformed)):
-            for pid, out in engine.process(batch).items():
-                outputs[pid].extend(out.payloads)
-    finally:
-        engine.close()
-    for sid, sink in sinks.items():
-        if sid != STDOUT and isinstance(sink, ListSink):
-            outputs.setdefault(f"sink:{sid}", []).extend(sink.records)
+    ids: dict[str, dict[str, dict[str, Any]]] = {}
+    errors = io.StringIO()
+    counters: Counter[str] = Counter()
+    failed = restarts = 0
+    names = {"default"} | set(plan.stores) | {s.store_name for s in plan.stateful_steps()}
+    with tempfile.TemporaryDirectory(prefix="edgewise-test-") as tmp:
+        directory = state_dir or tmp
+
+        def collect(pipeline_id: str, batch: Batch) -> None:
+            ids.setdefault(pipeline_id, {}).update(zip(batch.ids(), batch.payloads, strict=True))
+
+        while True:
+            stores: dict[str, StateStore] = {n: SqliteStore(os.path.join(directory, f"{n}.db")) for n in names}
+            engine = LocalEngine(plan, clock=clock, stdout=io.BytesIO(), sinks=sinks, pipelines=pipelines,
+                                 errors=errors, sleep=lambda s: None, batch_size=batch_size, stores=stores,
+                                 commit_interval=0, collect=collect)
+            try:
+                engine.run([source])
+            except Crash:
+                restarts += 1
+                continue
+            finally:
+                for store in stores.values():
+                    store.close()
+                failed += engine.stats.failed
+                for (step_id, what), n in engine.stats.steps.items():
+                    counters[f"{step_id}.{what}"] += n
+            break
+    outputs = {pid: list(ids.get(pid, {}).values()) for pid, _, _ in engine.pipelines}
+    kept = {sid: s for sid, s in sinks.items() if sid != STDOUT and isinstance(s, ListSink)}
+    return RunResult(outputs, kept, dict(counters), failed, errors.getvalue(), restarts)
+
+
+def run_pipeline(pipeline: str | Plan, events: Iterable[dict[str, Any] | Pause | Any], *,
+                 clock: FakeClock | None = None, base_dir: str = ".") -> dict[str, list[dict[str, Any]]]:
+    """Run a pipeline file's text (or a loaded plan) over events; results by pipeline id and, for each sink, under
+    ``sink:<id>``. Every sink is replaced by a ``ListSink``: nothing is written anywhere. See ``run``."""
+    plan = pipeline if isinstance(pipeline, Plan) else load_text_plan(pipeline, "<test>", base_dir)
+    result = run(plan, events, clock=clock)
+    outputs = dict(result.outputs)
+    for sid, sink in result.sinks.items():
+        outputs[f"sink:{sid}"] = sink.unique()
     return outputs

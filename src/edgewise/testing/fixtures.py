@@ -9,23 +9,29 @@ A fixture file::
         now: "2024-01-01T00:00:00Z"               # the fake clock (dead-letter times); default the epoch
         input:                                    # payloads; sources in the pipeline file are not used
           - {event_type: view, ad_id: a}
+          - pause 30s                             # 30 s of processing time pass with no input (timers fire)
+          - crash                                 # the run dies here (kill -9) and restarts from its state
+          - {event_type: view, ad_id: b}
         expect:                                   # the pipeline's output, order-free
           - {ad_id: a, campaign_id: c}
         expect_sinks:                             # optional: what sinks received (tee copies, dead letters)
           dead: [...]
         expect_failures: 0                        # optional: events failed with on_error: fail
+        expect_counters: {per-cell.late: 1}       # optional: step counters (late, duplicates, skipped, ...)
+        batch_size: 1                             # optional: events per batch (default 1024)
 
-Every sink is replaced by an in-memory list: a test never writes files or calls a service.
+Every sink is replaced by an in-memory list and state goes to a temporary SQLite file: a test never writes files
+or calls a service. Results are compared order-free and deduplicated by event id, as an idempotent sink keeps
+them, so a case with a crash expects the same results as the same case without it.
 """
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from edgewise.clock import FakeClock
 from edgewise.config import load, load_document
@@ -33,23 +39,40 @@ from edgewise.config.models import Model
 from edgewise.config.plan import Plan
 from edgewise.config.validate import validate_model
 from edgewise.config.yamlpos import load_file
-from edgewise.engine.local import STDOUT, LocalEngine
 from edgewise.errors import ConfigError
 from edgewise.expr import values as V
 from edgewise.expr.timefmt import cast_to_timestamp
-from edgewise.sinks.base import Sink
-from edgewise.sources.base import SourceContext
-from edgewise.testing import ListSink, ListSource, assert_records_equal
+from edgewise.testing import CRASH, assert_records_equal, pause, run
 
 
 class FixtureCase(Model):
     name: str
     pipeline: str | None = None
     now: str | None = None
-    input: list[dict[str, Any]] = Field(default_factory=list)
+    input: list[dict[str, Any] | str] = Field(default_factory=list)
     expect: list[dict[str, Any]] | None = None
     expect_sinks: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     expect_failures: int | None = None
+    expect_counters: dict[str, int] = Field(default_factory=dict)
+    batch_size: int = Field(1024, ge=1)
+
+    @field_validator("input")
+    @classmethod
+    def _markers(cls, items: list[dict[str, Any] | str]) -> list[dict[str, Any] | str]:
+        for item in items:
+            if isinstance(item, str):
+                _marker(item)
+        return items
+
+
+def _marker(text: str) -> Any:
+    """``crash`` or ``pause <duration>``; ``ValueError`` otherwise."""
+    words = text.split()
+    if words == ["crash"]:
+        return CRASH
+    if len(words) == 2 and words[0] == "pause":
+        return pause(words[1])
+    raise ValueError(f"an input item is an event (a mapping), 'crash' or 'pause <duration>'; found {text!r}")
 
 
 class FixtureFile(Model):
@@ -104,40 +127,31 @@ def load_fixture(path: str) -> tuple[FixtureFile, Plan]:
 
 def run_case(plan: Plan, case: FixtureCase) -> CaseResult:
     """Run one case; the result says what differed."""
-    clock = FakeClock(_now_us(case.now))
-    chosen = [case.pipeline] if case.pipeline else None
     if case.pipeline and case.pipeline not in [p.id for p in plan.pipelines]:
         return CaseResult(plan.file, case.name, False, f"no pipeline {case.pipeline!r} in {plan.file}")
-    sinks: dict[str, Sink] = {sid: ListSink(sid) for sid in plan.sinks}
-    sinks[STDOUT] = ListSink(STDOUT)
-    errors = io.StringIO()
-    engine = LocalEngine(plan, clock=clock, stdout=io.BytesIO(), sinks=sinks, pipelines=chosen, errors=errors,
-                         sleep=lambda s: None)
-    outputs: dict[str, list[dict[str, Any]]] = {pid: [] for pid, _, _ in engine.pipelines}
-    engine.open()
-    try:
-        for batch in ListSource(case.input).read(SourceContext(clock, engine._malformed)):
-            for pid, out in engine.process(batch).items():
-                outputs[pid].extend(out.payloads)
-    finally:
-        engine.close()
+    events = [item if isinstance(item, dict) else _marker(item) for item in case.input]
+    result = run(plan, events, clock=FakeClock(_now_us(case.now)), batch_size=case.batch_size,
+                 pipelines=[case.pipeline] if case.pipeline else None)
     problems: list[str] = []
     if case.expect is not None:
-        if len(outputs) != 1:
+        if len(result.outputs) != 1:
             problems.append("the file has several pipelines: name one with `pipeline:`")
         else:
-            _compare(problems, "output", next(iter(outputs.values())), case.expect)
+            _compare(problems, "output", next(iter(result.outputs.values())), case.expect)
     for sink_id, expected in case.expect_sinks.items():
-        sink = sinks.get(sink_id)
-        if not isinstance(sink, ListSink):
+        sink = result.sinks.get(sink_id)
+        if sink is None:
             problems.append(f"expect_sinks names {sink_id!r}, which is not a sink of the pipeline file")
             continue
-        _compare(problems, f"sink {sink_id}", sink.records, expected)
-    failures = engine.stats.failed
-    if case.expect_failures is not None and failures != case.expect_failures:
-        problems.append(f"expected {case.expect_failures} failed events, got {failures}: {errors.getvalue()}")
-    elif case.expect_failures is None and failures:
-        problems.append(f"{failures} events failed: {errors.getvalue().strip()}")
+        _compare(problems, f"sink {sink_id}", sink.unique(), expected)
+    for counter, expected_n in case.expect_counters.items():
+        got = result.counters.get(counter, 0)
+        if got != expected_n:
+            problems.append(f"counter {counter}: expected {expected_n}, got {got} (counters: {result.counters})")
+    if case.expect_failures is not None and result.failed != case.expect_failures:
+        problems.append(f"expected {case.expect_failures} failed events, got {result.failed}: {result.errors}")
+    elif case.expect_failures is None and result.failed:
+        problems.append(f"{result.failed} events failed: {result.errors.strip()}")
     return CaseResult(plan.file, case.name, not problems, "\n".join(problems))
 
 

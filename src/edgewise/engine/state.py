@@ -1,0 +1,81 @@
+"""The engine's side of state: opening the plan's stores, restoring stateful steps, and committing their changes
+together with how far each source was read.
+
+Keys in a store: ``step/<step id>/<the step's own key>`` for step state, ``source/<source id>`` for positions
+(the number of events of that source already processed). A commit puts a store's step changes and the positions
+in one transaction, so after a crash the state and the input position always agree. When a pipeline's steps use
+several stores, each store is committed atomically on its own and the positions go to ``default``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from edgewise.state import StateStore, open_store
+from edgewise.state.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from edgewise.config.plan import Plan
+    from edgewise.steps.stateful import StatefulStep
+
+
+def step_prefix(step_id: str) -> str:
+    return f"step/{step_id}/"
+
+
+class StateRuntime:
+    def __init__(self, plan: Plan, stores: Mapping[str, StateStore] | None = None) -> None:
+        self.plan = plan
+        self.steps: list[StatefulStep] = plan.stateful_steps()
+        self._given = dict(stores or {})
+        self.stores: dict[str, StateStore] = {}
+
+    @property
+    def durable(self) -> bool:
+        return any(s.durable for s in self.stores.values())
+
+    def open(self) -> dict[str, int]:
+        """Open the stores, give every stateful step its committed state; the committed source positions."""
+        names = {"default"} | set(self.plan.stores) | {s.store_name for s in self.steps}
+        for name in sorted(names):
+            if name in self._given:
+                self.stores[name] = self._given[name]
+            elif name in self.plan.stores:
+                self.stores[name] = open_store(self.plan.stores[name], self.plan.base_dir)
+            else:
+                self.stores[name] = MemoryStore()
+        for step in self.steps:
+            step.track_changes(self.stores[step.store_name].durable)
+            prefix = step_prefix(step.id)
+            step.restore((key[len(prefix):], value) for key, value in self.stores[step.store_name].scan(prefix))
+        return {key.removeprefix("source/"): int(value) for key, value in self.stores["default"].scan("source/")}
+
+    def commit(self, positions: Mapping[str, int]) -> None:
+        """Commit every step's changes (and the positions) to their stores, one transaction per store."""
+        writes: dict[str, dict[str, bytes | None]] = {name: {} for name in self.stores}
+        for step in self.steps:
+            changes = step.changes()
+            if changes:
+                prefix = step_prefix(step.id)
+                target = writes[step.store_name]
+                for key, value in changes.items():
+                    target[prefix + key] = value
+        for source_id, n in positions.items():
+            writes["default"][f"source/{source_id}"] = str(n).encode()
+        for name, batch in writes.items():
+            store = self.stores[name]
+            if batch and store.durable:
+                store.apply(batch)
+
+    def lookup(self, step_id: str, key: str) -> object:
+        for step in self.steps:
+            if step.id == step_id:
+                return step.lookup(key)
+        raise KeyError(step_id)
+
+    def close(self) -> None:
+        for name, store in self.stores.items():
+            if name not in self._given:
+                store.close()
+        self.stores.clear()

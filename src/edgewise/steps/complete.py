@@ -1,0 +1,220 @@
+"""``complete``: a join with a timeout (binge's completer). Events that share a join value are parts of one
+completion; the step writes where each completion stands under ``into``:
+
+* ``triggered`` — a part was seen and the completion is still open (the first part starts the timeout);
+* ``completed`` — this event supplied the last missing part; the completion's state is cleared;
+* ``timed_out`` — a record of its own, emitted when the timeout fires (a timer, not the next event), naming the
+  parts seen and missing.
+
+    - complete:
+        id: shipped
+        key: "coalesce(body.head_commit.id, body.deployment.sha, body.sha)"
+        parts: {pushed: "event = 'push'", checked: "event IN ('status', 'check_run')"}
+        timeout: 1h
+        into: completion
+        capture: {pushed: [body.pusher.name]}
+
+Events without a join value (NULL key) or matching no part pass through unchanged. ``time: event`` (default)
+measures the timeout in event time (the watermark: largest event time seen minus ``watermark``); ``time:
+processing`` in the engine's clock, so a completion times out even when no event arrives at all.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal
+
+import orjson
+from pydantic import Field, model_validator
+
+from edgewise.config.models import Expr
+from edgewise.durations import Duration, format_duration_us
+from edgewise.engine.context import RunContext
+from edgewise.events import Batch, Payload
+from edgewise.expr.compiler import compile_expression
+from edgewise.steps.aggs import decode_value, encode_value
+from edgewise.steps.annotate import set_path, split_path
+from edgewise.steps.stateful import END_OF_TIME, Record, StatefulConfig, StatefulStep, key_text, records_batch
+
+
+class CompleteConfig(StatefulConfig):
+    """Join events by a value, with a timeout."""
+
+    key: Expr = Field(description="the join value, e.g. \"coalesce(head_commit.id, deployment.sha, sha)\"; "
+                      "events where it is NULL pass through")
+    parts: dict[str, Expr] = Field(min_length=2, description="part name -> condition; an event is that part "
+                                   "where the condition is TRUE (it may be several parts)")
+    timeout: Duration = Field(description="how long after its first part a completion may stay open")
+    into: str = Field(description="field receiving {status, key, seen, missing, parts}")
+    capture: dict[str, list[str]] = Field(default_factory=dict, description="part -> fields of that part's event "
+                                          "to keep (dotted paths); shown under into.parts.<part>")
+    time: Literal["event", "processing"] = Field("event", description="event: the timeout runs in event time; "
+                                                 "processing: in the engine's clock")
+    watermark: Duration = Field(0, description="event time: bounded out-of-orderness before timeouts fire")
+
+    @model_validator(mode="after")
+    def _captured_parts_exist(self) -> CompleteConfig:
+        unknown = [p for p in self.capture if p not in self.parts]
+        if unknown:
+            raise ValueError(f"capture names parts that are not in `parts`: {', '.join(unknown)}")
+        if not self.timeout:
+            raise ValueError("timeout must be more than 0")
+        return self
+
+
+class _Pending:
+    __slots__ = ("deadline", "parts", "started")
+
+    def __init__(self, started: int, deadline: int, parts: dict[str, Any]) -> None:
+        self.started = started
+        self.deadline = deadline
+        self.parts = parts  # part name -> captured fields (an empty dict when nothing is captured)
+
+
+class CompleteStep(StatefulStep):
+    kind: ClassVar[str] = "complete"
+    Config = CompleteConfig
+    config: CompleteConfig
+
+    def __init__(self, config: CompleteConfig) -> None:
+        super().__init__(config)
+        self.key = compile_expression(config.key)
+        self.parts = [(name, compile_expression(cond).evaluate) for name, cond in config.parts.items()]
+        self.names = [name for name, _ in self.parts]
+        self.capture = {part: [(f, split_path(f)) for f in fields] for part, fields in config.capture.items()}
+        self.into = split_path(config.into)
+        self.pending: dict[str, _Pending] = {}
+        self.keys: dict[str, Any] = {}  # key text -> the key value
+        self.timers: list[tuple[int, str, int]] = []  # (deadline, key text, started)
+        self.max_time = -END_OF_TIME
+        self.event_time = config.time == "event"
+
+    def process(self, batch: Batch, ctx: RunContext) -> Batch:
+        # evaluate first: an expression error leaves the state untouched
+        keys = [self.key.evaluate(p) for p in batch.payloads]
+        matched = [[name for name, cond in self.parts if cond(p) is True] if k is not None else []
+                   for p, k in zip(batch.payloads, keys, strict=True)]
+        records: list[Record] = []
+        if not self.event_time:
+            self._fire(ctx.clock.now_us(), records)
+        out_payloads: list[Payload] = []
+        out_ids: list[str] = []
+        out_times: list[int] = []
+        ids = batch.ids()
+        for i, payload in enumerate(batch.payloads):
+            t = batch.event_times[i]
+            if self.event_time and t > self.max_time:
+                self.max_time = t
+                self._fire(t - self.config.watermark, records)
+            for record, ident, at in records:
+                out_payloads.append(record)
+                out_ids.append(ident)
+                out_times.append(at)
+            records.clear()
+            if matched[i]:
+                payload = self._join(keys[i], payload, matched[i], t if self.event_time else ctx.clock.now_us())
+            out_payloads.append(payload)
+            out_ids.append(ids[i])
+            out_times.append(t)
+        for record, ident, at in records:
+            out_payloads.append(record)
+            out_ids.append(ident)
+            out_times.append(at)
+        return Batch(out_payloads, source=batch.source, ingest_time_us=batch.ingest_time_us, event_times=out_times,
+                     ids=out_ids)
+
+    def _join(self, key: Any, payload: Payload, parts: list[str], now: int) -> Payload:
+        text = key if isinstance(key, str) else key_text(key)
+        pending = self.pending.get(text)
+        if pending is None:
+            pending = self.pending[text] = _Pending(now, now + self.config.timeout, {})
+            self.keys[text] = key
+            heapq.heappush(self.timers, (pending.deadline, text, now))
+        for part in parts:
+            pending.parts[part] = self._captured(part, payload)
+        self.dirty.add(text)
+        if len(pending.parts) == len(self.names):
+            del self.pending[text]
+            self.keys.pop(text, None)
+            return set_path(payload, self.into, self._status("completed", key, pending))
+        return set_path(payload, self.into, self._status("triggered", key, pending))
+
+    def _captured(self, part: str, payload: Payload) -> dict[str, Any]:
+        captured: dict[str, Any] = {}
+        for name, path in self.capture.get(part, ()):
+            value: Any = payload
+            for p in path:
+                value = value.get(p) if isinstance(value, dict) else None
+            captured[name] = value
+        return captured
+
+    def _status(self, status: str, key: Any, pending: _Pending) -> dict[str, Any]:
+        seen = [n for n in self.names if n in pending.parts]
+        result: dict[str, Any] = {"status": status, "key": key, "seen": seen,
+                                  "missing": [n for n in self.names if n not in pending.parts]}
+        if self.capture:
+            result["parts"] = {n: pending.parts[n] for n in seen if n in self.capture}
+        return result
+
+    def _fire(self, now: int, records: list[Record]) -> None:
+        timers = self.timers
+        while timers and timers[0][0] <= now:
+            deadline, text, started = heapq.heappop(timers)
+            pending = self.pending.get(text)
+            if pending is None or pending.started != started:
+                continue  # completed (or restarted) before its deadline
+            del self.pending[text]
+            key = self.keys.pop(text, text)
+            self.dirty.add(text)
+            record = set_path({}, self.into, self._status("timed_out", key, pending))
+            records.append((record, f"{self.id}:timeout:{text}:{started}", deadline))
+
+    def _records_batch(self, records: list[Record], ctx: RunContext) -> Batch | None:
+        return records_batch(self.id, records, ctx.clock.now_us()) if records else None
+
+    def advance(self, now_us: int, ctx: RunContext) -> Batch | None:
+        if self.event_time:
+            return None
+        records: list[Record] = []
+        self._fire(now_us, records)
+        return self._records_batch(records, ctx)
+
+    def finish(self, ctx: RunContext) -> Batch | None:
+        records: list[Record] = []
+        self._fire(END_OF_TIME, records)
+        return self._records_batch(records, ctx)
+
+    def changes(self) -> dict[str, bytes | None]:
+        changed: dict[str, bytes | None] = {}
+        for text in self.dirty:
+            p = self.pending.get(text)
+            changed[f"c/{text}"] = None if p is None else orjson.dumps(
+                {"key": encode_value(self.keys.get(text)), "started": p.started, "deadline": p.deadline,
+                 "parts": encode_value(p.parts)})
+        self.dirty.clear()
+        changed["meta"] = orjson.dumps({"max_time": self.max_time})
+        return changed
+
+    def restore(self, items: Iterable[tuple[str, bytes]]) -> None:
+        for name, value in items:
+            data = orjson.loads(value)
+            if name == "meta":
+                self.max_time = data["max_time"]
+            elif name.startswith("c/"):
+                text = name[2:]
+                self.pending[text] = _Pending(data["started"], data["deadline"], decode_value(data["parts"]))
+                self.keys[text] = decode_value(data["key"])
+                heapq.heappush(self.timers, (data["deadline"], text, data["started"]))
+
+    def lookup(self, key: str) -> Any:
+        pending = self.pending.get(key)
+        return None if pending is None else self._status("triggered", self.keys.get(key, key), pending)
+
+    def describe(self) -> list[str]:
+        c = self.config
+        lines = [f"{self.head()}: join on {self.key.sql}, timeout {format_duration_us(c.timeout)} ({c.time} time)"
+                 f", status into {c.into}"]
+        lines += [f"part {name}: {compile_expression(cond).sql}" for name, cond in c.parts.items()]
+        lines.append(f"state: store {self.store_name!r}")
+        return lines

@@ -1,0 +1,129 @@
+"""What stateful steps (``aggregate``, ``window``, ``dedupe``, ``complete``) share.
+
+A stateful step keeps its working state in memory, as plain dicts, so an event costs a dict lookup and not a
+store round trip. The engine makes it durable: after each input batch it asks every stateful step for the keys
+it changed (``changes``) and commits them, together with the input position, in one store transaction; on start
+it gives the step back what was committed (``restore``). A killed run therefore resumes from its last commit and
+replays the events after it; results carry deterministic ids, so an idempotent sink sees each result once.
+
+Time never comes from the wall clock here. Event-time logic reads each event's time from the batch; a step's
+watermark is the largest event time it has seen minus its ``watermark`` delay. Processing-time timers are driven
+by the engine through ``advance(now_us)`` with its injected clock. ``finish`` is called when the input ends
+(command mode): the watermark moves to the end of time and everything still open is flushed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from pydantic import Field
+
+from edgewise.config.models import Expr, StepConfig
+from edgewise.events import Batch, Payload
+from edgewise.expr.compiler import compile_expression
+from edgewise.steps.aggs import encode_value
+from edgewise.steps.base import Step
+
+if TYPE_CHECKING:
+    from edgewise.engine.context import RunContext
+
+END_OF_TIME = 2**62
+"""The watermark after the input ended: later than any event time."""
+
+_PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class StatefulConfig(StepConfig):
+    """Fields every stateful step has."""
+
+    store: str = Field("default", description="the state store (a name under the file's `state:`) that keeps this "
+                       "step's state; without a `state:` section state is kept in memory only")
+
+
+class KeyColumns:
+    """A grouping key: expressions and the names their values get in results.
+
+    ``[cell, veh]`` names the columns ``cell`` and ``veh`` (a nested path names its last part, as Spark does);
+    ``{vehicle: "concat(oper, '/', veh)"}`` names them explicitly.
+    """
+
+    def __init__(self, key: list[str] | dict[str, str]) -> None:
+        items = key.items() if isinstance(key, dict) else [(_column_name(text), text) for text in key]
+        self.names = [name for name, _ in items]
+        self.evaluators = [compile_expression(text).evaluate for _, text in items]
+        self.sql = [compile_expression(text).sql for _, text in items]
+
+    def of(self, payload: Payload) -> tuple[Any, ...]:
+        return tuple(fn(payload) for fn in self.evaluators)
+
+    def describe(self) -> str:
+        return ", ".join(f"{n} = {s}" for n, s in zip(self.names, self.sql, strict=True)) or "(all)"
+
+    def fields(self, key: tuple[Any, ...]) -> dict[str, Any]:
+        return dict(zip(self.names, key, strict=True))
+
+
+def _column_name(text: str) -> str:
+    return text.rsplit(".", 1)[-1].strip("`") if _PATH.match(text.strip()) else text
+
+
+def key_text(key: Any) -> str:
+    """A key as compact JSON: the state-store key part and the result id part."""
+    return orjson.dumps(encode_value(list(key) if isinstance(key, tuple) else key)).decode()
+
+
+class StatefulStep(Step):
+    """A step with state the engine commits and restores. See the module docstring for the protocol."""
+
+    config: StatefulConfig
+
+    def __init__(self, config: StatefulConfig) -> None:
+        super().__init__(config)
+        self.store_name = config.store
+        self.dirty: set[Any] = set()
+        """Keys changed since the last ``changes()``; not kept when the store is not durable."""
+
+    def track_changes(self, enabled: bool) -> None:
+        """The engine turns change tracking off for stores that are never committed (memory)."""
+        self.dirty = set() if enabled else _Untracked()
+
+    def restore(self, items: Iterable[tuple[str, bytes]]) -> None:
+        """Load committed state (keys relative to this step's prefix). Called once, before the first batch."""
+
+    def changes(self) -> dict[str, bytes | None]:
+        """Keys changed since the last call, with their new values (``None``: deleted)."""
+        return {}
+
+    def advance(self, now_us: int, ctx: RunContext) -> Batch | None:
+        """Processing time moved to ``now_us``: records of timers that fired (``None`` when nothing fired)."""
+        return None
+
+    def finish(self, ctx: RunContext) -> Batch | None:
+        """The input ended: flush what is still open (windows, pending completions)."""
+        return None
+
+    def lookup(self, key: str) -> Any:
+        """Queryable state: what the step holds for one key (its JSON form), or ``None``."""
+        return None
+
+
+class _Untracked(set[Any]):
+    """A set that stays empty: change tracking switched off."""
+
+    def add(self, item: Any) -> None:
+        pass
+
+
+Record = tuple[Payload, str, int]
+"""A record a step makes itself (a window result, a timeout): payload, id, event time."""
+
+
+def records_batch(step_id: str, records: list[Record], ingest_time_us: int) -> Batch:
+    return Batch([r for r, _, _ in records], source=step_id, ingest_time_us=ingest_time_us,
+                 event_times=[t for _, _, t in records], ids=[i for _, i, _ in records])
+
+
+KeySpec = list[Expr] | dict[str, Expr]

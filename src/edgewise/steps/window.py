@@ -1,0 +1,326 @@
+"""``window``: event-time windowed aggregation (tumbling, sliding, session) with a watermark.
+
+Semantics follow Spark Structured Streaming, evaluated one event at a time:
+
+* windows are aligned to the epoch (Spark's ``window(ts, size, slide)``); a session window starts at its first
+  event and ends ``gap`` after its last, and sessions of one key that overlap or touch merge (``session_window``);
+* watermark = the largest event time seen so far minus ``watermark``. An event is *late* when the end of its
+  window (for sliding windows, of every window it falls in) plus ``allowed_lateness`` is at or before the
+  watermark; late events are dropped (counted) or sent to the ``late`` sink;
+* ``emit: final`` gives one result when the watermark reaches a window's end (Spark's append mode); an event
+  that still lands in an emitted window within ``allowed_lateness`` gives an updated result with the same
+  window; ``emit: updates`` gives a result after every change (Spark's update mode);
+* a window's state is dropped once the watermark passes its end plus ``allowed_lateness``.
+
+Differences from Spark, on purpose: Spark advances the watermark once per micro-batch, edgewise after every
+event, so events inside one Spark micro-batch are never late for each other but can be here; ``allowed_lateness``
+does not exist in Spark (use 0 there, the default). Results are ``{key columns, window_start, window_end, aggs}``
+with the event time ``window_end - 1µs`` (Spark's ``window_time``) and the id
+``<step>:<window start µs>:<key JSON>`` (``#n`` for the n-th update), so replays after a restart are idempotent.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from typing import Any, ClassVar, Literal
+
+import orjson
+from pydantic import Field, model_validator
+
+from edgewise.config import BuildContext
+from edgewise.durations import Duration, format_duration_us
+from edgewise.engine.context import RunContext
+from edgewise.events import Batch
+from edgewise.expr import values as V
+from edgewise.steps.aggs import AggExpr, AggSpec, decode_value, parse_agg
+from edgewise.steps.stateful import (
+    END_OF_TIME,
+    KeyColumns,
+    KeySpec,
+    Record,
+    StatefulConfig,
+    StatefulStep,
+    key_text,
+    records_batch,
+)
+
+
+class WindowConfig(StatefulConfig):
+    """Event-time windows per key."""
+
+    key: KeySpec = Field(default_factory=list, description="group by these expressions (a list; a nested path "
+                         "names its last part) or a map of column name -> expression; empty: one global group")
+    tumbling: Duration | None = Field(None, description="fixed, non-overlapping windows of this size")
+    sliding: Duration | None = Field(None, description="overlapping windows of this size, one starting `every`")
+    every: Duration | None = Field(None, description="the slide of sliding windows")
+    session: Duration | None = Field(None, description="session windows: a key's session closes after this gap")
+    watermark: Duration = Field(0, description="bounded out-of-orderness: watermark = max event time seen - this")
+    allowed_lateness: Duration = Field(0, description="keep windows this long after the watermark passed their end; "
+                                       "later data for them gives updated results")
+    aggs: dict[str, AggExpr] = Field(min_length=1, description="result column -> aggregate, e.g. "
+                                     "{vehicles: count_distinct(veh), avg_speed: avg(spd)}")
+    emit: Literal["final", "updates"] = Field("final", description="final: one result when the watermark passes "
+                                              "the window end; updates: a result after every change")
+    late: str = Field("drop", description="'drop' (counted) or the id of a sink that receives late events")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> WindowConfig:
+        kinds = [k for k in ("tumbling", "sliding", "session") if getattr(self, k) is not None]
+        if len(kinds) != 1:
+            raise ValueError("a window needs exactly one of tumbling, sliding (with every) or session; found "
+                             f"{', '.join(kinds) or 'none'}")
+        size = self.tumbling or self.sliding or self.session
+        if not size:
+            raise ValueError(f"the {kinds[0]} window size must be more than 0")
+        if self.sliding is not None:
+            if not self.every:
+                raise ValueError("a sliding window needs `every` (the slide), e.g. sliding: 10m, every: 1m")
+            if self.every > self.sliding:
+                raise ValueError("`every` cannot be longer than the sliding window")
+        elif self.every is not None:
+            raise ValueError("`every` only applies to sliding windows")
+        return self
+
+    def sink_references(self) -> list[tuple[str, str]]:
+        return [] if self.late == "drop" else [("late", self.late)]
+
+
+class _Window:
+    __slots__ = ("accs", "alive", "end", "key", "revision", "start")
+
+    def __init__(self, start: int, end: int, key: tuple[Any, ...], accs: list[Any], revision: int = 0) -> None:
+        self.start = start
+        self.end = end
+        self.key = key
+        self.accs = accs
+        self.revision = revision  # results emitted so far
+        self.alive = True
+
+
+class WindowStep(StatefulStep):
+    kind: ClassVar[str] = "window"
+    Config = WindowConfig
+    config: WindowConfig
+
+    def __init__(self, config: WindowConfig) -> None:
+        super().__init__(config)
+        self.keys = KeyColumns(config.key)
+        self.specs: list[tuple[str, AggSpec]] = [(name, parse_agg(text)) for name, text in config.aggs.items()]
+        self.args = [spec.argument.evaluate if spec.argument else None for _, spec in self.specs]
+        self.size = config.tumbling or config.sliding or config.session or 0
+        self.slide = config.every or self.size
+        self.sessions = config.session is not None
+        self.delay = config.watermark
+        self.lateness = config.allowed_lateness
+        self.final = config.emit == "final"
+        self.windows: dict[tuple[int, tuple[Any, ...]], _Window] = {}  # tumbling/sliding: (start, key)
+        self.by_key: dict[tuple[Any, ...], list[_Window]] = {}  # sessions of each key
+        self.timers: list[tuple[int, int, _Window]] = []  # (time, seq, window): end, then end + lateness
+        self.seq = 0
+        self.max_time = -END_OF_TIME
+
+    @classmethod
+    def from_config(cls, config: Any, ctx: BuildContext) -> WindowStep:
+        return cls(config)
+
+    # -- the event path ---------------------------------------------------------------------------------------
+
+    def process(self, batch: Batch, ctx: RunContext) -> Batch:
+        payloads = batch.payloads
+        key_of = self.keys.of
+        # evaluate everything first: an expression error fails the batch before any state changed, so the engine
+        # can re-run it event by event without counting anything twice
+        keys = [key_of(p) for p in payloads]
+        values = [[None if fn is None else fn(p) for fn in self.args] for p in payloads] if any(self.args) else None
+        out: list[Record] = []
+        late: list[bool] = []
+        times = batch.event_times
+        for i, key in enumerate(keys):
+            t = times[i]
+            row = values[i] if values is not None else None
+            accepted = self._add_session(t, key, row, out) if self.sessions else self._add(t, key, row, out)
+            late.append(not accepted)
+            if t > self.max_time:
+                self.max_time = t
+                if self.timers and self.timers[0][0] <= t - self.delay:
+                    self._fire(t - self.delay, out)
+        if any(late):
+            self._late(batch, late, ctx)
+        return self._results(out, ctx)
+
+    def _add(self, t: int, key: tuple[Any, ...], row: list[Any] | None, out: list[Record]) -> bool:
+        watermark = self.max_time - self.delay
+        last_start = t - t % self.slide
+        accepted = False
+        start = last_start
+        while start + self.size > t:
+            end = start + self.size
+            if end + self.lateness > watermark:
+                accepted = True
+                slot = (start, key)
+                window = self.windows.get(slot)
+                if window is None:
+                    window = self.windows[slot] = _Window(start, end, key, [s.init() for _, s in self.specs])
+                    self._timer(end, window)
+                self._update(window, row)
+                self.dirty.add(slot)
+                if not self.final or window.revision:
+                    out.append(self._result(window))
+            start -= self.slide
+        return accepted
+
+    def _add_session(self, t: int, key: tuple[Any, ...], row: list[Any] | None, out: list[Record]) -> bool:
+        watermark = self.max_time - self.delay
+        start, end = t, t + self.size
+        if end + self.lateness <= watermark:
+            return False
+        sessions = self.by_key.setdefault(key, [])
+        merged = _Window(start, end, key, [s.init() for _, s in self.specs])
+        self._update(merged, row)
+        keep = []
+        for s in sessions:
+            if s.start <= merged.end and merged.start <= s.end:
+                merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
+                merged.accs = [spec.merge(a, b) for (_, spec), a, b in zip(self.specs, merged.accs, s.accs,
+                                                                            strict=True)]
+                merged.revision = max(merged.revision, s.revision)
+                s.alive = False
+            else:
+                keep.append(s)
+        keep.append(merged)
+        keep.sort(key=lambda w: w.start)
+        self.by_key[key] = keep
+        self._timer(merged.end, merged)
+        self.dirty.add(key)
+        if not self.final or merged.revision:
+            out.append(self._result(merged))
+        return True
+
+    def _update(self, window: _Window, row: list[Any] | None) -> None:
+        accs = window.accs
+        for j, (_, spec) in enumerate(self.specs):
+            accs[j] = spec.add(accs[j], None if row is None else row[j])
+
+    def _timer(self, at: int, window: _Window) -> None:
+        self.seq += 1
+        heapq.heappush(self.timers, (at, self.seq, window))
+
+    def _fire(self, watermark: int, out: list[Record]) -> None:
+        """Windows whose end the watermark reached: emit (final mode) and drop those past their lateness."""
+        timers = self.timers
+        while timers and timers[0][0] <= watermark:
+            at, _, window = heapq.heappop(timers)
+            if not window.alive:
+                continue
+            if at == window.end and self.final and not window.revision:
+                out.append(self._result(window))
+            if window.end + self.lateness <= watermark:
+                self._drop(window)
+            elif at == window.end:
+                self._timer(window.end + self.lateness, window)
+
+    def _drop(self, window: _Window) -> None:
+        window.alive = False
+        if self.sessions:
+            rest = [s for s in self.by_key.get(window.key, []) if s is not window]
+            if rest:
+                self.by_key[window.key] = rest
+            else:
+                self.by_key.pop(window.key, None)
+            self.dirty.add(window.key)
+        else:
+            slot = (window.start, window.key)
+            if self.windows.get(slot) is window:
+                del self.windows[slot]
+            self.dirty.add(slot)
+
+    def _late(self, batch: Batch, late: list[bool], ctx: RunContext) -> None:
+        ctx.count(self.id, "late", sum(late))
+        if self.config.late != "drop":
+            ctx.send(self.config.late, batch.select(late))
+
+    def _result(self, w: _Window) -> Record:
+        """The result record of a window as it is now (later changes give later results)."""
+        record = self.keys.fields(w.key)
+        record["window_start"] = V.timestamp_from_us(w.start)
+        record["window_end"] = V.timestamp_from_us(w.end)
+        for (name, spec), acc in zip(self.specs, w.accs, strict=True):
+            record[name] = spec.result(acc)
+        ident = f"{self.id}:{w.start}:{key_text(w.key)}"
+        if w.revision:
+            ident += f"#{w.revision}"
+        w.revision += 1
+        self.dirty.add(w.key if self.sessions else (w.start, w.key))
+        return record, ident, w.end - 1
+
+    def _results(self, out: list[Record], ctx: RunContext) -> Batch:
+        return records_batch(self.id, out, ctx.clock.now_us())
+
+    def finish(self, ctx: RunContext) -> Batch | None:
+        out: list[Record] = []
+        self._fire(END_OF_TIME, out)
+        return self._results(out, ctx) if out else None
+
+    # -- state ------------------------------------------------------------------------------------------------
+
+    def changes(self) -> dict[str, bytes | None]:
+        changed: dict[str, bytes | None] = {}
+        for item in self.dirty:
+            if self.sessions:
+                sessions = self.by_key.get(item)
+                changed[f"s/{key_text(item)}"] = None if not sessions else orjson.dumps(
+                    [self._encode(w) for w in sessions])
+            else:
+                start, key = item
+                window = self.windows.get(item)
+                changed[f"w/{start}/{key_text(key)}"] = None if window is None else orjson.dumps(self._encode(window))
+        self.dirty.clear()
+        changed["meta"] = orjson.dumps({"max_time": self.max_time})
+        return changed
+
+    def _encode(self, w: _Window) -> list[Any]:
+        return [w.start, w.end, key_text(w.key), [spec.encode(a) for (_, spec), a in zip(self.specs, w.accs,
+                                                                                         strict=True)], w.revision]
+
+    def _decode(self, data: list[Any]) -> _Window:
+        start, end, key, accs, revision = data
+        decoded_key = tuple(decode_value(orjson.loads(key)))
+        return _Window(start, end, decoded_key, [spec.decode(a) for (_, spec), a in zip(self.specs, accs,
+                                                                                       strict=True)], revision)
+
+    def restore(self, items: Iterable[tuple[str, bytes]]) -> None:
+        for name, value in items:
+            data = orjson.loads(value)
+            if name == "meta":
+                self.max_time = data["max_time"]
+                continue
+            for raw in (data if name.startswith("s/") else [data]):
+                window = self._decode(raw)
+                if self.sessions:
+                    self.by_key.setdefault(window.key, []).append(window)
+                else:
+                    self.windows[(window.start, window.key)] = window
+                due = window.end if not window.revision or not self.final else window.end + self.lateness
+                self._timer(due, window)
+
+    def lookup(self, key: str) -> Any:
+        found = [self._encode(w) for (_, k), w in self.windows.items() if key_text(k) == key]
+        found += [self._encode(w) for k, ws in self.by_key.items() if key_text(k) == key for w in ws]
+        return found or None
+
+    def describe(self) -> list[str]:
+        c = self.config
+        if c.session is not None:
+            shape = f"session gap {format_duration_us(c.session)}"
+        elif c.sliding is not None:
+            shape = f"sliding {format_duration_us(c.sliding)} every {format_duration_us(c.every or 0)}"
+        else:
+            shape = f"tumbling {format_duration_us(self.size)}"
+        lines = [f"{self.head()}: {shape}, watermark {format_duration_us(c.watermark) if c.watermark else '0s'}"
+                 f", allowed lateness {format_duration_us(c.allowed_lateness) if c.allowed_lateness else '0s'}, "
+                 f"emit {c.emit}, late -> {c.late}",
+                 f"key: {self.keys.describe()}"]
+        lines += [f"{name} = {spec.text}" for name, spec in self.specs]
+        lines.append(f"state: store {self.store_name!r}")
+        return lines
