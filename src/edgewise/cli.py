@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run only this pipeline (repeatable)")
     run.add_argument("--batch-size", type=int, default=1024, help="events per batch (default 1024)")
     run.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    run.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
+                     help="with a sqlite/redis state store: flush sinks and commit state and input position at "
+                     "most this often (default 1; 0 after every batch). A killed run resumes from the last commit")
+    run.add_argument("--fresh", action="store_true",
+                     help="forget the state and input positions a previous run left in the state store")
     run.set_defaults(handler=cmd_run)
 
     validate = sub.add_parser("validate", help="check pipeline files without running them")
@@ -113,7 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:  # the file's own sources; their relative paths start at the pipeline file
         base = BuildContext(os.path.dirname(os.path.abspath(plan.file)))
         sources = [plan.source_classes[s.id](s, base) for s in plan.sources]
-    engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size))
+    engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size),
+                         commit_interval=max(0.0, args.commit_interval), fresh=args.fresh)
     stats = engine.run(sources)
     if not args.quiet:
         outs = ", ".join(f"{k}: {v}" for k, v in stats.events_out.items()) or "none"

@@ -53,7 +53,7 @@ class LocalEngine:
                  errors: object = None, sinks: dict[str, Sink] | None = None, pipelines: list[str] | None = None,
                  sleep: Callable[[float], None] = time.sleep, batch_size: int = 1024,
                  stores: Mapping[str, StateStore] | None = None, commit_interval: float = 1.0,
-                 collect: Callable[[str, Batch], None] | None = None) -> None:
+                 collect: Callable[[str, Batch], None] | None = None, fresh: bool = False) -> None:
         self.plan = plan
         self.clock = clock or SystemClock()
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -69,7 +69,7 @@ class LocalEngine:
         self.sinks[STDOUT] = overrides.get(STDOUT) or StdoutSink(StdoutConfig(id="stdout"), build)
         self.ctx = RunContext(clock=self.clock, send=self._send, errors=errors, sleep=sleep)  # type: ignore[arg-type]
         self.runners = {sid: SinkRunner(s, sleep, self._sink_dead_letter) for sid, s in self.sinks.items()}
-        self.state = StateRuntime(plan, stores)
+        self.state = StateRuntime(plan, stores, fresh=fresh)
         self.positions: dict[str, int] = {}
         """Events of each source processed so far (restored from the last commit on open)."""
         self.commit_interval_us = int(commit_interval * 1_000_000)

@@ -25,8 +25,9 @@ def step_prefix(step_id: str) -> str:
 
 
 class StateRuntime:
-    def __init__(self, plan: Plan, stores: Mapping[str, StateStore] | None = None) -> None:
+    def __init__(self, plan: Plan, stores: Mapping[str, StateStore] | None = None, *, fresh: bool = False) -> None:
         self.plan = plan
+        self.fresh = fresh
         self.steps: list[StatefulStep] = plan.stateful_steps()
         self._given = dict(stores or {})
         self.stores: dict[str, StateStore] = {}
@@ -45,11 +46,23 @@ class StateRuntime:
                 self.stores[name] = open_store(self.plan.stores[name], self.plan.base_dir)
             else:
                 self.stores[name] = MemoryStore()
+        if self.fresh:
+            self._forget()
         for step in self.steps:
+            step.reset()
             step.track_changes(self.stores[step.store_name].durable)
             prefix = step_prefix(step.id)
             step.restore((key[len(prefix):], value) for key, value in self.stores[step.store_name].scan(prefix))
         return {key.removeprefix("source/"): int(value) for key, value in self.stores["default"].scan("source/")}
+
+    def _forget(self) -> None:
+        """Delete what earlier runs of this plan committed: its steps' state and the source positions."""
+        prefixes = {"default": ["source/"]}
+        for step in self.steps:
+            prefixes.setdefault(step.store_name, []).append(step_prefix(step.id))
+        for name, wanted in prefixes.items():
+            store = self.stores[name]
+            store.apply({key: None for prefix in wanted for key, _ in store.scan(prefix)})
 
     def commit(self, positions: Mapping[str, int]) -> None:
         """Commit every step's changes (and the positions) to their stores, one transaction per store."""

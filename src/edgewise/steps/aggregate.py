@@ -42,7 +42,11 @@ class AggregateStep(StatefulStep):
         self.specs: list[tuple[str, AggSpec]] = [(name, parse_agg(text)) for name, text in config.aggs.items()]
         self.args = [spec.argument.evaluate if spec.argument else None for _, spec in self.specs]
         self.into = split_path(config.into)
+        self.reset()
+
+    def reset(self) -> None:
         self.groups: dict[tuple[Any, ...], list[Any]] = {}
+        self.dirty.clear()
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
         key_of = self.keys.of

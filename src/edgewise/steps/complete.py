@@ -84,11 +84,15 @@ class CompleteStep(StatefulStep):
         self.names = [name for name, _ in self.parts]
         self.capture = {part: [(f, split_path(f)) for f in fields] for part, fields in config.capture.items()}
         self.into = split_path(config.into)
+        self.event_time = config.time == "event"
+        self.reset()
+
+    def reset(self) -> None:
         self.pending: dict[str, _Pending] = {}
         self.keys: dict[str, Any] = {}  # key text -> the key value
         self.timers: list[tuple[int, str, int]] = []  # (deadline, key text, started)
         self.max_time = -END_OF_TIME
-        self.event_time = config.time == "event"
+        self.dirty.clear()
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
         # evaluate first: an expression error leaves the state untouched

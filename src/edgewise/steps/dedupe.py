@@ -43,9 +43,13 @@ class DedupeStep(StatefulStep):
         super().__init__(config)
         self.key = compile_expression(config.key)
         self.within = config.within
+        self.reset()
+
+    def reset(self) -> None:
         self.seen: dict[str, int] = {}  # key text -> event time of the kept event
         self.expiry: list[tuple[int, str]] = []
         self.max_time = -END_OF_TIME
+        self.dirty.clear()
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
         fn = self.key.evaluate

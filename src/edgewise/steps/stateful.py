@@ -90,6 +90,10 @@ class StatefulStep(Step):
         """The engine turns change tracking off for stores that are never committed (memory)."""
         self.dirty = set() if enabled else _Untracked()
 
+    def reset(self) -> None:
+        """Forget all state. The engine calls it on open, before ``restore``: a plan's steps hold the state of
+        the engine that opened them last (a restarted engine must not see the previous one's memory)."""
+
     def restore(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Load committed state (keys relative to this step's prefix). Called once, before the first batch."""
 

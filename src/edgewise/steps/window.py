@@ -114,11 +114,15 @@ class WindowStep(StatefulStep):
         self.delay = config.watermark
         self.lateness = config.allowed_lateness
         self.final = config.emit == "final"
+        self.reset()
+
+    def reset(self) -> None:
         self.windows: dict[tuple[int, tuple[Any, ...]], _Window] = {}  # tumbling/sliding: (start, key)
         self.by_key: dict[tuple[Any, ...], list[_Window]] = {}  # sessions of each key
         self.timers: list[tuple[int, int, _Window]] = []  # (time, seq, window): end, then end + lateness
         self.seq = 0
         self.max_time = -END_OF_TIME
+        self.dirty.clear()
 
     @classmethod
     def from_config(cls, config: Any, ctx: BuildContext) -> WindowStep:
