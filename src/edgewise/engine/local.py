@@ -72,6 +72,8 @@ class LocalEngine:
         self.state = StateRuntime(plan, stores, fresh=fresh)
         self.positions: dict[str, int] = {}
         """Events of each source processed so far (restored from the last commit on open)."""
+        self.runs: dict[str, str] = {}
+        """The run id each source's events were named with (kept across restarts)."""
         self.commit_interval_us = int(commit_interval * 1_000_000)
         self.collect = collect
         self._last_commit_us = 0
@@ -87,7 +89,7 @@ class LocalEngine:
         for _, steps, _ in self.pipelines:
             for g in steps:
                 g.step.open(self.ctx)
-        self.positions = self.state.open()
+        self.positions, self.runs = self.state.open()
         self._last_commit_us = self.clock.now_us()
 
     def ingest(self, batch: Batch) -> Batch:
@@ -153,7 +155,7 @@ class LocalEngine:
             return
         for sink in self.sinks.values():
             sink.flush()
-        self.state.commit(self.positions)
+        self.state.commit(self.positions, self.runs)
         self._last_commit_us = now
 
     def process(self, batch: Batch) -> dict[str, Batch]:
@@ -211,6 +213,7 @@ class LocalEngine:
 
     def _read(self, source: Source, source_ctx: SourceContext) -> None:
         done = self.positions.get(source.id, 0)
+        source_ctx.run_id = self.runs.setdefault(source.id, source_ctx.run_id)
         if done:
             print(f"edgewise: source {source.id}: resuming after {done} events (from the state store)",
                   file=self.ctx.errors)

@@ -10,6 +10,7 @@ the rest of the input is still read.
 
 from __future__ import annotations
 
+import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, ClassVar
@@ -23,10 +24,14 @@ if TYPE_CHECKING:
 
 
 class SourceContext:
-    def __init__(self, clock: Clock, malformed: Callable[[str], None], batch_size: int = 1024) -> None:
+    def __init__(self, clock: Clock, malformed: Callable[[str], None], batch_size: int = 1024,
+                 run_id: str | None = None) -> None:
         self.clock = clock
         self.malformed = malformed
         self.batch_size = batch_size
+        self.run_id = run_id or secrets.token_hex(6)
+        """Identifies this reading of an input that has no identity of its own (stdin) in event ids. A run that
+        resumes from a state store gets the interrupted run's id back, so replayed events keep their ids."""
 
 
 class Source(ABC):

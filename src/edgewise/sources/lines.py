@@ -19,12 +19,8 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
     The fast path decodes a whole chunk of lines at once and numbers them with a ``range``; only a chunk that
     holds a blank or bad line is redone line by line.
     """
-    hint = ctx.batch_size * 128  # bytes per chunk: about batch_size lines of typical events
     first = 1
-    while True:
-        lines = stream.readlines(hint)
-        if not lines:
-            return
+    for lines in _line_chunks(stream, ctx.batch_size * 128):  # about batch_size lines of typical events
         numbers = range(first, first + len(lines))
         first += len(lines)
         payloads = ndjson_batch(lines) if decoder is None else None
@@ -34,6 +30,26 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
         payloads, offsets = _decode_each(lines, numbers, where, decoder, ctx)
         if payloads:
             yield make_batch(payloads, offsets, source_id, id_prefix, ctx)
+
+
+def _line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
+    """Lists of whole lines, as soon as they are available: ``read1`` returns what a pipe holds instead of
+    waiting for ``size`` bytes, so a slow producer (``tail -f | edgewise run``) sees its events processed."""
+    read = getattr(stream, "read1", stream.read)
+    rest = b""
+    while True:
+        chunk = read(size)
+        if not chunk:
+            if rest:
+                yield [rest]
+            return
+        data = rest + chunk if rest else chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        rest = data[cut + 1 :]
+        yield data[:cut].split(b"\n")
 
 
 def _decode_each(lines: list[bytes], numbers: Sequence[int], where: str, decoder: LineDecoder | None,

@@ -3,7 +3,6 @@ source, or with ``edgewise run PIPELINE -``."""
 
 from __future__ import annotations
 
-import secrets
 import sys
 from collections.abc import Iterator
 from typing import IO, ClassVar, Literal
@@ -35,7 +34,7 @@ class StdinSource(Source):
 
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
         stream = self.stream if self.stream is not None else sys.stdin.buffer
-        # stdin cannot be replayed, so ids are unique per run rather than stable across runs
-        prefix = f"{self.id}:{secrets.token_hex(6)}:"
+        # stdin has no identity: ids are unique per run (and kept by a run that resumes from its state store)
+        prefix = f"{self.id}:{ctx.run_id}:"
         yield from line_batches(stream, source_id=self.id, id_prefix=prefix, where="<stdin>",
                                 decoder=decoder_for(self.config.format, self.config.regex), ctx=ctx)

@@ -119,7 +119,9 @@ class WindowStep(StatefulStep):
     def reset(self) -> None:
         self.windows: dict[tuple[int, tuple[Any, ...]], _Window] = {}  # tumbling/sliding: (start, key)
         self.by_key: dict[tuple[Any, ...], list[_Window]] = {}  # sessions of each key
-        self.timers: list[tuple[int, int, _Window]] = []  # (time, seq, window): end, then end + lateness
+        # (time, window start, key text, seq, window): at the end, then at end + lateness. Windows due at the same
+        # time fire in (start, key) order, so a restored run emits them in the order an uninterrupted one does
+        self.timers: list[tuple[int, int, str, int, _Window]] = []
         self.seq = 0
         self.max_time = -END_OF_TIME
         self.dirty.clear()
@@ -208,13 +210,13 @@ class WindowStep(StatefulStep):
 
     def _timer(self, at: int, window: _Window) -> None:
         self.seq += 1
-        heapq.heappush(self.timers, (at, self.seq, window))
+        heapq.heappush(self.timers, (at, window.start, key_text(window.key), self.seq, window))
 
     def _fire(self, watermark: int, out: list[Record]) -> None:
         """Windows whose end the watermark reached: emit (final mode) and drop those past their lateness."""
         timers = self.timers
         while timers and timers[0][0] <= watermark:
-            at, _, window = heapq.heappop(timers)
+            at, _, _, _, window = heapq.heappop(timers)
             if not window.alive:
                 continue
             if at == window.end and self.final and not window.revision:

@@ -35,7 +35,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -192,13 +192,14 @@ class RunResult:
 
 
 def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: FakeClock | None = None,
-        pipelines: list[str] | None = None, batch_size: int = 1024,
-        state_dir: str | None = None) -> RunResult:
+        pipelines: list[str] | None = None, batch_size: int = 1024, state_dir: str | None = None,
+        open_store: Callable[[str], StateStore] | None = None) -> RunResult:
     """Run a plan over events with every sink replaced by a ``ListSink``, restarting after each ``CRASH``.
 
-    State is kept in a SQLite file in ``state_dir`` (a fresh temporary directory by default) whatever the plan
-    declares, so a test never touches the plan's own store; each restart opens that file anew, so only what was
-    committed survives a crash. The source, sinks and clock outlive restarts, as the outside world does.
+    State is kept in a SQLite file per store name in ``state_dir`` (a fresh temporary directory by default)
+    whatever the plan declares, so a test never touches the plan's own store; ``open_store(name)`` replaces that
+    (a Redis store, say). Each restart opens the stores anew, so only what was committed survives a crash. The
+    source, sinks and clock outlive restarts, as the outside world does.
     """
     from edgewise.state.sqlite import SqliteStore
 
@@ -218,7 +219,10 @@ def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: Fa
             ids.setdefault(pipeline_id, {}).update(zip(batch.ids(), batch.payloads, strict=True))
 
         while True:
-            stores: dict[str, StateStore] = {n: SqliteStore(os.path.join(directory, f"{n}.db")) for n in names}
+            def sqlite(name: str) -> StateStore:
+                return SqliteStore(os.path.join(directory, f"{name}.db"))
+
+            stores = {n: (open_store or sqlite)(n) for n in names}
             engine = LocalEngine(plan, clock=clock, stdout=io.BytesIO(), sinks=sinks, pipelines=pipelines,
                                  errors=errors, sleep=lambda s: None, batch_size=batch_size, stores=stores,
                                  commit_interval=0, collect=collect)
