@@ -78,6 +78,8 @@ class SinkRunner:
             except SinkError as exc:
                 last = exc
                 break
+            except BrokenPipeError:
+                raise  # the reader went away (`edgewise run ... | head`): retrying cannot help
             except OSError as exc:
                 last = exc
             if attempt + 1 < policy.attempts:
