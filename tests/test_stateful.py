@@ -189,23 +189,30 @@ def _kill_minus_nine_run(tmp: Path, pipeline: Path, data: bytes, out: str) -> No
     half = len(lines) // 2
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     assert proc.stdin is not None
-    for start in range(0, half, 100):  # in chunks, so that commits fall in the middle and a tail stays uncommitted
-        proc.stdin.write(b"".join(lines[start : min(start + 100, half)]))
-        proc.stdin.flush()
-        time.sleep(0.03)
     db = tmp / "state" / "edgewise.db"
+
+    def committed() -> int:
+        try:
+            with contextlib.closing(sqlite3.connect(db)) as conn:
+                row = conn.execute("SELECT value FROM kv WHERE key = 'source/stdin'").fetchone()
+            return int(row[0]) if row else 0
+        except sqlite3.OperationalError:
+            return 0
+
+    def feed(start: int, stop: int) -> None:
+        proc.stdin.write(b"".join(lines[start:stop]))  # type: ignore[union-attr]
+        proc.stdin.flush()  # type: ignore[union-attr]
+
+    feed(0, 100)
     deadline = time.monotonic() + 60
-    committed = 0
-    while time.monotonic() < deadline and committed < half // 2:
-        time.sleep(0.05)
-        if db.exists():
-            try:
-                with sqlite3.connect(db) as conn:
-                    row = conn.execute("SELECT value FROM kv WHERE key = 'source/stdin'").fetchone()
-                committed = int(row[0]) if row else 0
-            except sqlite3.OperationalError:
-                pass
-    assert committed >= half // 2, "the run never committed"
+    while not db.exists() and time.monotonic() < deadline:  # the run is up (its state store is open)
+        time.sleep(0.02)
+    time.sleep(0.1)  # longer than the commit interval: the next batch commits
+    for start in range(100, half, 100):  # then the rest of the half, slowly: commits fall in the middle of it
+        feed(start, start + 100)
+        time.sleep(0.03)
+    time.sleep(0.02)
+    assert committed() > 0, "the run never committed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with contextlib.suppress(BrokenPipeError):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import date, datetime
+from functools import lru_cache
 from typing import Any
 
 from edgewise.errors import EvalError
-from edgewise.events import Batch
+from edgewise.events import Batch, Payload
 from edgewise.expr import values as V
 from edgewise.expr.compiler import Expression
 from edgewise.expr.timefmt import cast_to_timestamp
@@ -27,15 +28,94 @@ def to_event_time_us(value: Any) -> int | None:
     raise EvalError("DATATYPE_MISMATCH", f"event_time must give a TIMESTAMP, found {V.type_name(value)}")
 
 
+_EPOCH_FUNCTIONS = {"timestamp_seconds": 1_000_000, "timestamp_millis": 1_000, "timestamp_micros": 1}
+
+
+class EventTimeFunction:
+    """Payload -> event time in µs (``None``: NULL), for one event (``one``) or a batch (``many``).
+
+    Evaluates the expression, except for the common shapes ``timestamp_{seconds,millis,micros}(field)`` and
+    ``...(cast(field AS BIGINT))`` whose field holds integers or strings of ASCII digits: those are computed
+    directly, a batch at a time, without building a TIMESTAMP only to take it apart again (otherwise most of the
+    cost of a windowed pipeline). Any other value takes the general path, so results and errors are the same.
+    """
+
+    def __init__(self, expr: Expression) -> None:
+        self.general = expr.evaluate
+        self.shape = _epoch_shape(expr.text)
+        # values with more digits than this could leave the supported range (10^17 µs, the year 5138): they take
+        # the general path, which raises the error Spark would
+        self.digits = {1_000_000: 11, 1_000: 14, 1: 17}[self.shape[1]] if self.shape else 0
+
+    def one(self, payload: Payload) -> int | None:
+        return to_event_time_us(self.general(payload))
+
+    def many(self, payloads: list[Payload]) -> list[int] | None:
+        """Every payload's time when all take the direct path, else ``None`` (then use ``one`` per event)."""
+        if self.shape is None or not payloads:
+            return None
+        field, factor, cast = self.shape
+        values: list[Any] = [p.get(field) for p in payloads]
+        first = values[0].__class__
+        if first is str and cast:
+            if any(v.__class__ is not str for v in values):
+                return None
+            digits = "".join(values)
+            if not (digits.isascii() and digits.isdigit()):
+                return None
+            if max(map(len, values)) > self.digits or min(map(len, values)) < 1:
+                return None
+            return [int(v) * factor for v in values]
+        if first is int:
+            bound = 10**self.digits
+            if any(v.__class__ is not int for v in values) or max(values) >= bound or min(values) <= -bound:
+                return None
+            return [v * factor for v in values]
+        return None
+
+
+@lru_cache(maxsize=256)
+def event_time_function(expr: Expression) -> EventTimeFunction:
+    return EventTimeFunction(expr)
+
+
+def _epoch_shape(text: str) -> tuple[str, int, bool] | None:
+    """(field, µs per unit, whether the field is cast to an integer) for the shapes ``event_time_function``
+    computes directly; ``None`` for everything else."""
+    from sqlglot import exp
+
+    from edgewise.expr.compiler import parse
+
+    tree = parse(text)
+    if not isinstance(tree, exp.Anonymous) or len(tree.expressions) != 1:
+        return None
+    factor = _EPOCH_FUNCTIONS.get(str(tree.this).lower())
+    if factor is None:
+        return None
+    arg = tree.expressions[0]
+    cast = False
+    if isinstance(arg, exp.Cast):  # the dialect parses CAST as a TryCast node with safe unset
+        if arg.args.get("safe") or arg.to.this.name != "BIGINT":
+            return None
+        cast, arg = True, arg.this
+    if not isinstance(arg, exp.Column) or arg.table or not isinstance(arg.this, exp.Identifier):
+        return None
+    return arg.this.this, factor, cast
+
+
 def assign_event_times(batch: Batch, expr: Expression, failed: Callable[[int, Exception], None]) -> Batch:
     """The batch with event times from ``expr`` (NULL keeps the ingestion time). Events whose expression fails
     are reported through ``failed`` and left out."""
-    fn = expr.evaluate
+    fn = event_time_function(expr)
+    direct = fn.many(batch.payloads)
+    if direct is not None:
+        batch.event_times = direct
+        return batch
     times = list(batch.event_times)
     keep = [True] * len(batch)
     for i, p in enumerate(batch.payloads):
         try:
-            us = to_event_time_us(fn(p))
+            us = fn.one(p)
         except EvalError as exc:
             failed(i, exc)
             keep[i] = False

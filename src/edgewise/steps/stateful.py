@@ -59,6 +59,16 @@ class KeyColumns:
     def of(self, payload: Payload) -> tuple[Any, ...]:
         return tuple(fn(payload) for fn in self.evaluators)
 
+    def many(self, payloads: list[Payload]) -> list[tuple[Any, ...]]:
+        """The keys of a batch of payloads (one field, the common case, without a call per event)."""
+        if len(self.evaluators) == 1:
+            fn = self.evaluators[0]
+            name = getattr(fn, "field_name", None)
+            if name is not None:
+                return [(p.get(name),) for p in payloads]
+            return [(fn(p),) for p in payloads]
+        return [self.of(p) for p in payloads]
+
     def describe(self) -> str:
         return ", ".join(f"{n} = {s}" for n, s in zip(self.names, self.sql, strict=True)) or "(all)"
 
