@@ -31,8 +31,10 @@ lint: install  ## ruff
 typecheck: install  ## mypy --strict on src/
 	$(BIN)/mypy
 
-bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCHMARKS.md)
+bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCHMARKS.md); installs bytewax
+	$(BIN)/python -m pip install --quiet bytewax
 	$(BIN)/python bench/ysb_stateless.py
+	$(BIN)/python bench/ysb_windowed.py
 
 spark-expected: install  ## recompute tests/data/spark_expected.json with real Spark (installs the spark extra)
 	$(BIN)/python -m pip install --quiet -e '.[spark]'

@@ -10,40 +10,31 @@ rounds in one process so both see the same machine. Reports events/s per core an
 from __future__ import annotations
 
 import argparse
-import csv
-import gc
 import io
 import json
 import platform
 import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from common import campaign_table, make_input, timed  # noqa: E402
+
 from edgewise.clock import SystemClock  # noqa: E402
 from edgewise.config import load  # noqa: E402
 from edgewise.engine.local import LocalEngine  # noqa: E402
 from edgewise.sources.base import SourceContext  # noqa: E402
 from edgewise.sources.lines import line_batches  # noqa: E402
-from edgewise.sources.ysb import YsbWorkload  # noqa: E402
 
 PIPELINE = ROOT / "examples" / "ysb" / "pipeline.yaml"
 
 
-def make_input(events: int) -> bytes:
-    workload = YsbWorkload(seed=1)
-    return b"".join(orjson.dumps(e) + b"\n" for e in workload.events(events))
 
 
-def campaign_table() -> dict[str, str]:
-    with open(PIPELINE.parent / "campaigns.csv", newline="") as fh:
-        return {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(fh)}
 
 
 def hand_written(data: bytes, table: dict[str, str]) -> int:
@@ -74,11 +65,6 @@ def edgewise_engine(data: bytes) -> int:
     return engine.stats.events_out["views"]
 
 
-def timed(fn: Any, *args: Any) -> tuple[float, int]:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn(*args)
-    return time.perf_counter() - start, result
 
 
 def main() -> int:

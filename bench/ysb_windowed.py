@@ -12,15 +12,12 @@ hand-written single-thread orjson loop. Every round checks that all three produc
 from __future__ import annotations
 
 import argparse
-import csv
-import gc
 import io
 import json
 import os
 import platform
 import statistics
 import sys
-import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,25 +28,21 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
+from common import campaign_table, make_input, timed  # noqa: E402
+
 from edgewise.clock import SystemClock  # noqa: E402
 from edgewise.config import load  # noqa: E402
 from edgewise.engine.local import LocalEngine  # noqa: E402
 from edgewise.sources.base import SourceContext  # noqa: E402
 from edgewise.sources.lines import line_batches  # noqa: E402
-from edgewise.sources.ysb import YsbWorkload  # noqa: E402
 
 PIPELINE = ROOT / "examples" / "ysb" / "windowed.yaml"
 WINDOW_MS = 10_000
 Counts = Counter[tuple[str, int]]  # (campaign, window start in ms) -> views
 
 
-def make_input(events: int) -> bytes:
-    return b"".join(orjson.dumps(e) + b"\n" for e in YsbWorkload(seed=1).events(events))
 
 
-def campaign_table() -> dict[str, str]:
-    with open(PIPELINE.parent / "campaigns.csv", newline="") as fh:
-        return {row["ad_id"]: row["campaign_id"] for row in csv.DictReader(fh)}
 
 
 def hand_written(data: bytes, table: dict[str, str]) -> Counts:
@@ -116,11 +109,6 @@ def bytewax_flow(data: bytes, table: dict[str, str]) -> Counts:
     return Counter({(campaign, window_id * WINDOW_MS): n for campaign, (window_id, n) in out})
 
 
-def timed(fn: Any, *args: Any) -> tuple[float, Any]:
-    gc.collect()
-    start = time.perf_counter()
-    result = fn(*args)
-    return time.perf_counter() - start, result
 
 
 def main() -> int:

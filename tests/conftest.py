@@ -4,6 +4,7 @@ missing service fails the test instead of skipping it."""
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,15 @@ def need(condition: bool, reason: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"required for this test and missing: {reason}")
     pytest.skip(reason)
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether a service listens on the port (Redis 6379, PostgreSQL 5432, ...)."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 @pytest.fixture

@@ -46,3 +46,27 @@ def test_the_direct_path_is_taken_for_epoch_millisecond_strings() -> None:
                                                                           1_700_000_000_001_000]
     assert fn.many([{"ts": "1700000000000"}, {"ts": " 1"}]) is None  # one odd value: the general path for all
     assert event_time_function(compile_expression("to_timestamp(ts)")).shape is None
+
+
+@settings(max_examples=200)
+@given(st.lists(st.one_of(st.sampled_from(["view", "click", "1", ""]), st.none(), st.integers(-2, 2),
+                          st.floats(allow_nan=False)), min_size=1, max_size=6),
+       st.sampled_from(["kind = 'view'", "kind <> 'view'", "kind = '1'"]))
+def test_a_filter_batch_mask_equals_evaluating_each_event(kinds: list[Any], condition: str) -> None:
+    expr = compile_expression(condition)
+    mask = expr.evaluate.mask  # type: ignore[attr-defined]
+    payloads = [{"kind": k} for k in kinds]
+    expected = []
+    for p in payloads:
+        try:
+            expected.append(expr.evaluate(p) is True)
+        except EvalError:
+            expected = None  # type: ignore[assignment]
+            break
+    if expected is None:
+        try:
+            mask(payloads)
+        except EvalError:
+            return
+        raise AssertionError("the mask must fail where evaluation fails")
+    assert mask(payloads) == expected

@@ -6,7 +6,6 @@ import contextlib
 import os
 import random
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -21,7 +20,7 @@ import pytest
 from edgewise.config import load_text_plan
 from edgewise.errors import ConfigError
 from edgewise.testing import CRASH, assert_records_equal, run
-from tests.conftest import ROOT, need
+from tests.conftest import ROOT, need, port_open
 
 MIXED = """
 version: 1
@@ -73,17 +72,10 @@ def test_a_crash_anywhere_gives_the_uninterrupted_results(batch_size: int) -> No
         assert_records_equal(sinks["late"], expected_sinks["late"])
 
 
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
 
 @pytest.mark.service
 def test_restart_with_a_redis_store() -> None:
-    need(_redis_up(), "Redis on 127.0.0.1:6379")
+    need(port_open(6379), "Redis on 127.0.0.1:6379")
     from edgewise.state.redis import RedisStore
 
     plan = load_text_plan(MIXED)

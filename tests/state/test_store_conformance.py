@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -13,17 +12,10 @@ import pytest
 from edgewise.state.base import StateStore
 from edgewise.state.memory import MemoryStore
 from edgewise.state.sqlite import SqliteStore
-from tests.conftest import need
+from tests.conftest import need, port_open
 
 StoreFactory = Callable[[], StateStore]
 
-
-def _redis_up() -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", 6379), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("redis", marks=pytest.mark.service)])
@@ -41,7 +33,7 @@ def factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFac
             opened.append(store)
             return store
     else:
-        need(_redis_up(), "Redis on 127.0.0.1:6379")
+        need(port_open(6379), "Redis on 127.0.0.1:6379")
         from edgewise.state.redis import RedisStore
 
         prefix = f"edgewise-test:{uuid.uuid4().hex}:"

@@ -7,6 +7,7 @@ an expression that does not parse is reported at the exact field that holds it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
@@ -17,19 +18,29 @@ from edgewise.errors import ConfigError
 ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_.-]*$"
 
 
-def _check_expression(text: str) -> str:
+def checked_by(parse: Callable[[str], object]) -> Callable[[str], str]:
+    """A pydantic validator that runs ``parse`` on the text at load time: its ``ConfigError`` becomes the field's
+    validation error (and so gets the field's file, line and path)."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        return text
+
+    return check
+
+
+def _compile(text: str) -> object:
     from edgewise.expr.compiler import compile_expression
 
-    try:
-        compile_expression(text)
-    except ConfigError as exc:
-        raise ValueError(exc.message) from None
-    return text
+    return compile_expression(text)
 
 
 Expr = Annotated[
     str,
-    AfterValidator(_check_expression),
+    AfterValidator(checked_by(_compile)),
     WithJsonSchema({"type": "string", "description": "a Spark SQL expression, e.g. \"speed > 10 AND line = '55'\""}),
 ]
 """A field that holds a Spark SQL expression; checked (parsed, functions and arity resolved) at load time."""

@@ -34,6 +34,14 @@ def pipeline_file_schema() -> dict[str, Any]:
             defs[config.__name__] = _schema(config, defs)
             options.append({"$ref": f"#/$defs/{config.__name__}"})
         top["properties"][kind] = {"type": "array", "items": {"oneOf": options}}
+    from edgewise.state import STORE_CONFIGS
+
+    stores = []
+    for config in STORE_CONFIGS.values():
+        defs[config.__name__] = _schema(config, defs)
+        stores.append({"$ref": f"#/$defs/{config.__name__}"})
+    top["properties"]["state"] = {"type": "object", "additionalProperties": {"oneOf": stores},
+                                  "description": top["properties"]["state"].get("description", "")}
     top["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     top["title"] = "edgewise pipeline file"
     top["$defs"] = defs

@@ -58,7 +58,7 @@ class EventTimeFunction:
         values: list[Any] = [p.get(field) for p in payloads]
         first = values[0].__class__
         if first is str and cast:
-            if any(v.__class__ is not str for v in values):
+            if set(map(type, values)) != {str}:
                 return None
             digits = "".join(values)
             if not (digits.isascii() and digits.isdigit()):
@@ -68,7 +68,7 @@ class EventTimeFunction:
             return [int(v) * factor for v in values]
         if first is int:
             bound = 10**self.digits
-            if any(v.__class__ is not int for v in values) or max(values) >= bound or min(values) <= -bound:
+            if set(map(type, values)) != {int} or max(values) >= bound or min(values) <= -bound:
                 return None
             return [v * factor for v in values]
         return None

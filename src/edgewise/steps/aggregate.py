@@ -17,7 +17,7 @@ from pydantic import Field
 
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
-from edgewise.steps.aggs import AggExpr, AggSpec, decode_value, parse_agg
+from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
 from edgewise.steps.annotate import set_path, split_path
 from edgewise.steps.stateful import KeyColumns, KeySpec, StatefulConfig, StatefulStep, key_text
 
@@ -39,8 +39,7 @@ class AggregateStep(StatefulStep):
     def __init__(self, config: AggregateConfig) -> None:
         super().__init__(config)
         self.keys = KeyColumns(config.key)
-        self.specs: list[tuple[str, AggSpec]] = [(name, parse_agg(text)) for name, text in config.aggs.items()]
-        self.args = [spec.argument.evaluate if spec.argument else None for _, spec in self.specs]
+        self.aggs = Aggregates(config.aggs)
         self.into = split_path(config.into)
         self.reset()
 
@@ -52,26 +51,23 @@ class AggregateStep(StatefulStep):
         key_of = self.keys.of
         payloads = batch.payloads
         keys = [key_of(p) for p in payloads]  # evaluate first: an error leaves the state untouched
-        rows = [[None if fn is None else fn(p) for fn in self.args] for p in payloads]
+        rows = self.aggs.rows(payloads)
         out = []
-        specs = self.specs
-        for payload, key, row in zip(payloads, keys, rows, strict=True):
+        aggs = self.aggs
+        for i, (payload, key) in enumerate(zip(payloads, keys, strict=True)):
             accs = self.groups.get(key)
             if accs is None:
-                accs = self.groups[key] = [spec.init() for _, spec in specs]
-            for j, (_, spec) in enumerate(specs):
-                accs[j] = spec.add(accs[j], row[j])
+                accs = self.groups[key] = aggs.init()
+            aggs.add(accs, None if rows is None else rows[i])
             self.dirty.add(key)
-            values = {name: spec.result(acc) for (name, spec), acc in zip(specs, accs, strict=True)}
-            out.append(set_path(payload, self.into, values))
+            out.append(set_path(payload, self.into, aggs.results(accs)))
         return batch.replace(out)
 
     def changes(self) -> dict[str, bytes | None]:
         changed: dict[str, bytes | None] = {}
         for key in self.dirty:
             accs = self.groups[key]
-            changed[f"g/{key_text(key)}"] = orjson.dumps([spec.encode(a) for (_, spec), a in zip(self.specs, accs,
-                                                                                                 strict=True)])
+            changed[f"g/{key_text(key)}"] = orjson.dumps(self.aggs.encode(accs))
         self.dirty.clear()
         return changed
 
@@ -79,18 +75,17 @@ class AggregateStep(StatefulStep):
         for name, value in items:
             if name.startswith("g/"):
                 key = tuple(decode_value(orjson.loads(name[2:])))
-                self.groups[key] = [spec.decode(a) for (_, spec), a in zip(self.specs, orjson.loads(value),
-                                                                          strict=True)]
+                self.groups[key] = self.aggs.decode(orjson.loads(value))
 
     def lookup(self, key: str) -> Any:
         for k, accs in self.groups.items():
             if key_text(k) == key:
-                return {name: spec.result(a) for (name, spec), a in zip(self.specs, accs, strict=True)}
+                return self.aggs.results(accs)
         return None
 
     def describe(self) -> list[str]:
         lines = [f"{self.head()}: running aggregates into {self.config.into}",
                  f"key: {self.keys.describe()}"]
-        lines += [f"{name} = {spec.text}" for name, spec in self.specs]
+        lines += self.aggs.describe()
         lines.append(f"state: store {self.store_name!r}")
         return lines

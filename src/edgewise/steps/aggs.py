@@ -25,6 +25,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, WithJsonSchema
 
+from edgewise.config.models import checked_by
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr import values as V
 from edgewise.expr.compiler import Expression, compile_expression
@@ -105,6 +106,44 @@ class AggSpec:
         return decode_value(data)
 
 
+class Aggregates:
+    """The named aggregates of one step: accumulators as lists, one entry per aggregate, in config order."""
+
+    def __init__(self, aggs: dict[str, str]) -> None:
+        self.specs = [(name, parse_agg(text)) for name, text in aggs.items()]
+        self._args = [spec.argument.evaluate if spec.argument else None for _, spec in self.specs]
+        self.counts_only = all(spec.function == "count" and spec.argument is None for _, spec in self.specs)
+        """Every aggregate is ``count()``: accumulators are plain counters (the hot loop adds 1)."""
+
+    def rows(self, payloads: list[Any]) -> list[list[Any]] | None:
+        """Each payload's argument values (``None`` when no aggregate has an argument)."""
+        if not any(self._args):
+            return None
+        return [[None if fn is None else fn(p) for fn in self._args] for p in payloads]
+
+    def init(self) -> list[Any]:
+        return [spec.init() for _, spec in self.specs]
+
+    def add(self, accs: list[Any], row: list[Any] | None) -> None:
+        for j, (_, spec) in enumerate(self.specs):
+            accs[j] = spec.add(accs[j], None if row is None else row[j])
+
+    def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
+        return [spec.merge(x, y) for (_, spec), x, y in zip(self.specs, a, b, strict=True)]
+
+    def results(self, accs: list[Any]) -> dict[str, Any]:
+        return {name: spec.result(acc) for (name, spec), acc in zip(self.specs, accs, strict=True)}
+
+    def encode(self, accs: list[Any]) -> list[Any]:
+        return [spec.encode(a) for (_, spec), a in zip(self.specs, accs, strict=True)]
+
+    def decode(self, data: list[Any]) -> list[Any]:
+        return [spec.decode(a) for (_, spec), a in zip(self.specs, data, strict=True)]
+
+    def describe(self) -> list[str]:
+        return [f"{name} = {spec.text}" for name, spec in self.specs]
+
+
 def parse_agg(text: str) -> AggSpec:
     """Parse ``func(expr)``; ``ConfigError`` names the supported functions."""
     match = _CALL.match(text)
@@ -121,17 +160,9 @@ def parse_agg(text: str) -> AggSpec:
     return AggSpec(text, function, compile_expression(inner))
 
 
-def _check_agg(text: str) -> str:
-    try:
-        parse_agg(text)
-    except ConfigError as exc:
-        raise ValueError(exc.message) from None
-    return text
-
-
 AggExpr = Annotated[
     str,
-    AfterValidator(_check_agg),
+    AfterValidator(checked_by(parse_agg)),
     WithJsonSchema({"type": "string", "description": "an aggregate: count() | count(x) | sum(x) | min(x) | max(x) | "
                     "avg(x) | count_distinct(x) | histogram(x), x a Spark SQL expression"}),
 ]

@@ -7,13 +7,14 @@ metrics as ``stopped`` rather than ``filtered``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 from pydantic import Field
 
 from edgewise.config.models import Expr, StepConfig
 from edgewise.engine.context import RunContext
-from edgewise.events import Batch
+from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.base import Step
 
@@ -37,10 +38,15 @@ class FilterStep(Step):
     def __init__(self, config: FilterConfig | GateConfig) -> None:
         super().__init__(config)
         self.where = compile_expression(config.where)
+        # a batch evaluator (`field = 'text'`) when the compiler has one for this condition
+        self.mask: Callable[[list[Payload]], list[bool]] | None = getattr(self.where.evaluate, "mask", None)
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
-        where = self.where.evaluate
-        mask = [where(p) is True for p in batch.payloads]
+        if self.mask is not None:
+            mask = self.mask(batch.payloads)
+        else:
+            where = self.where.evaluate
+            mask = [where(p) is True for p in batch.payloads]
         kept = batch.select(mask)
         dropped = len(batch) - len(kept)
         if dropped:

@@ -33,7 +33,7 @@ from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
 from edgewise.expr import values as V
-from edgewise.steps.aggs import AggExpr, AggSpec, decode_value, parse_agg
+from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
 from edgewise.steps.stateful import (
     END_OF_TIME,
     KeyColumns,
@@ -106,12 +106,10 @@ class WindowStep(StatefulStep):
     def __init__(self, config: WindowConfig) -> None:
         super().__init__(config)
         self.keys = KeyColumns(config.key)
-        self.specs: list[tuple[str, AggSpec]] = [(name, parse_agg(text)) for name, text in config.aggs.items()]
-        self.args = [spec.argument.evaluate if spec.argument else None for _, spec in self.specs]
+        self.aggs = Aggregates(config.aggs)
         self.size = config.tumbling or config.sliding or config.session or 0
         self.slide = config.every or self.size
         self.sessions = config.session is not None
-        self.counts_only = all(spec.function == "count" and spec.argument is None for _, spec in self.specs)
         self.delay = config.watermark
         self.lateness = config.allowed_lateness
         self.final = config.emit == "final"
@@ -138,7 +136,7 @@ class WindowStep(StatefulStep):
         # evaluate everything first: an expression error fails the batch before any state changed, so the engine
         # can re-run it event by event without counting anything twice
         keys = self.keys.many(payloads)
-        values = [[None if fn is None else fn(p) for fn in self.args] for p in payloads] if any(self.args) else None
+        values = self.aggs.rows(payloads)
         out: list[Record] = []
         if self.config.tumbling is not None:
             late = self._tumbling(keys, values, batch.event_times, out)
@@ -167,7 +165,7 @@ class WindowStep(StatefulStep):
         size, lateness, delay, final = self.size, self.lateness, self.delay, self.final
         windows = self.windows
         dirty_add = self.dirty.add
-        counts_only = self.counts_only
+        counts_only = self.aggs.counts_only
         late: list[bool] | None = None
         max_time = self.max_time
         for i, key in enumerate(keys):
@@ -181,7 +179,7 @@ class WindowStep(StatefulStep):
                 slot = (start, key)
                 window = windows.get(slot)
                 if window is None:
-                    window = windows[slot] = _Window(start, start + size, key, [s.init() for _, s in self.specs])
+                    window = windows[slot] = _Window(start, start + size, key, self.aggs.init())
                     self._timer(start + size, window)
                 if counts_only:
                     accs = window.accs
@@ -210,7 +208,7 @@ class WindowStep(StatefulStep):
                 slot = (start, key)
                 window = self.windows.get(slot)
                 if window is None:
-                    window = self.windows[slot] = _Window(start, end, key, [s.init() for _, s in self.specs])
+                    window = self.windows[slot] = _Window(start, end, key, self.aggs.init())
                     self._timer(end, window)
                 self._update(window, row)
                 self.dirty.add(slot)
@@ -225,14 +223,13 @@ class WindowStep(StatefulStep):
         if end + self.lateness <= watermark:
             return False
         sessions = self.by_key.setdefault(key, [])
-        merged = _Window(start, end, key, [s.init() for _, s in self.specs])
+        merged = _Window(start, end, key, self.aggs.init())
         self._update(merged, row)
         keep = []
         for s in sessions:
             if s.start <= merged.end and merged.start <= s.end:
                 merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
-                merged.accs = [spec.merge(a, b) for (_, spec), a, b in zip(self.specs, merged.accs, s.accs,
-                                                                            strict=True)]
+                merged.accs = self.aggs.merge(merged.accs, s.accs)
                 merged.revision = max(merged.revision, s.revision)
                 s.alive = False
             else:
@@ -247,9 +244,7 @@ class WindowStep(StatefulStep):
         return True
 
     def _update(self, window: _Window, row: list[Any] | None) -> None:
-        accs = window.accs
-        for j, (_, spec) in enumerate(self.specs):
-            accs[j] = spec.add(accs[j], None if row is None else row[j])
+        self.aggs.add(window.accs, row)
 
     def _timer(self, at: int, window: _Window) -> None:
         self.seq += 1
@@ -294,8 +289,7 @@ class WindowStep(StatefulStep):
         record = self.keys.fields(w.key)
         record["window_start"] = V.timestamp_from_us(w.start)
         record["window_end"] = V.timestamp_from_us(w.end)
-        for (name, spec), acc in zip(self.specs, w.accs, strict=True):
-            record[name] = spec.result(acc)
+        record.update(self.aggs.results(w.accs))
         ident = f"{self.id}:{w.start}:{key_text(w.key)}"
         if w.revision:
             ident += f"#{w.revision}"
@@ -329,14 +323,12 @@ class WindowStep(StatefulStep):
         return changed
 
     def _encode(self, w: _Window) -> list[Any]:
-        return [w.start, w.end, key_text(w.key), [spec.encode(a) for (_, spec), a in zip(self.specs, w.accs,
-                                                                                         strict=True)], w.revision]
+        return [w.start, w.end, key_text(w.key), self.aggs.encode(w.accs), w.revision]
 
     def _decode(self, data: list[Any]) -> _Window:
         start, end, key, accs, revision = data
         decoded_key = tuple(decode_value(orjson.loads(key)))
-        return _Window(start, end, decoded_key, [spec.decode(a) for (_, spec), a in zip(self.specs, accs,
-                                                                                       strict=True)], revision)
+        return _Window(start, end, decoded_key, self.aggs.decode(accs), revision)
 
     def restore(self, items: Iterable[tuple[str, bytes]]) -> None:
         for name, value in items:
@@ -370,6 +362,6 @@ class WindowStep(StatefulStep):
                  f", allowed lateness {format_duration_us(c.allowed_lateness) if c.allowed_lateness else '0s'}, "
                  f"emit {c.emit}, late -> {c.late}",
                  f"key: {self.keys.describe()}"]
-        lines += [f"{name} = {spec.text}" for name, spec in self.specs]
+        lines += self.aggs.describe()
         lines.append(f"state: store {self.store_name!r}")
         return lines
