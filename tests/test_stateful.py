@@ -92,12 +92,11 @@ def test_restart_with_a_redis_store() -> None:
     try:
         outputs, _ = _canonical_run(plan, [*events[:17], CRASH, *events[17:]], batch_size=3, open_store=open_store)
         assert_records_equal(outputs["mixed"], expected["mixed"])
-        assert any(k.startswith("step/per-minute/") for k, _ in open_store("default").scan("")) is False or True
+        assert any(k.startswith("source/") for k, _ in open_store("default").scan(""))  # it was Redis that held it
     finally:
         cleanup = open_store("default")
-        for name in ("default",):
-            for key, _ in list(RedisStore("redis://127.0.0.1:6379/0", f"{prefix}{name}:").scan("")):
-                cleanup.delete(key)
+        for key, _ in list(cleanup.scan("")):
+            cleanup.delete(key)
         for store in opened:
             store.close()
 
