@@ -99,34 +99,20 @@ class CompleteStep(StatefulStep):
         keys = [self.key.evaluate(p) for p in batch.payloads]
         matched = [[name for name, cond in self.parts if cond(p) is True] if k is not None else []
                    for p, k in zip(batch.payloads, keys, strict=True)]
-        records: list[Record] = []
+        # timeouts that fire come out before the event that moved time past them
+        out: list[Record] = []
         if not self.event_time:
-            self._fire(ctx.clock.now_us(), records)
-        out_payloads: list[Payload] = []
-        out_ids: list[str] = []
-        out_times: list[int] = []
+            self._fire(ctx.clock.now_us(), out)
         ids = batch.ids()
         for i, payload in enumerate(batch.payloads):
             t = batch.event_times[i]
             if self.event_time and t > self.max_time:
                 self.max_time = t
-                self._fire(t - self.config.watermark, records)
-            for record, ident, at in records:
-                out_payloads.append(record)
-                out_ids.append(ident)
-                out_times.append(at)
-            records.clear()
+                self._fire(t - self.config.watermark, out)
             if matched[i]:
                 payload = self._join(keys[i], payload, matched[i], t if self.event_time else ctx.clock.now_us())
-            out_payloads.append(payload)
-            out_ids.append(ids[i])
-            out_times.append(t)
-        for record, ident, at in records:
-            out_payloads.append(record)
-            out_ids.append(ident)
-            out_times.append(at)
-        return Batch(out_payloads, source=batch.source, ingest_time_us=batch.ingest_time_us, event_times=out_times,
-                     ids=out_ids)
+            out.append((payload, ids[i], t))
+        return records_batch(batch.source, out, batch.ingest_time_us)
 
     def _join(self, key: Any, payload: Payload, parts: list[str], now: int) -> Payload:
         text = key if isinstance(key, str) else key_text(key)

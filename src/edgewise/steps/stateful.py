@@ -135,8 +135,8 @@ Record = tuple[Payload, str, int]
 """A record a step makes itself (a window result, a timeout): payload, id, event time."""
 
 
-def records_batch(step_id: str, records: list[Record], ingest_time_us: int) -> Batch:
-    return Batch([r for r, _, _ in records], source=step_id, ingest_time_us=ingest_time_us,
+def records_batch(source: str, records: list[Record], ingest_time_us: int) -> Batch:
+    return Batch([r for r, _, _ in records], source=source, ingest_time_us=ingest_time_us,
                  event_times=[t for _, _, t in records], ids=[i for _, i, _ in records])
 
 

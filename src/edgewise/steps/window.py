@@ -28,7 +28,6 @@ from typing import Any, ClassVar, Literal
 import orjson
 from pydantic import Field, model_validator
 
-from edgewise.config import BuildContext
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
@@ -124,10 +123,6 @@ class WindowStep(StatefulStep):
         self.seq = 0
         self.max_time = -END_OF_TIME
         self.dirty.clear()
-
-    @classmethod
-    def from_config(cls, config: Any, ctx: BuildContext) -> WindowStep:
-        return cls(config)
 
     # -- the event path ---------------------------------------------------------------------------------------
 

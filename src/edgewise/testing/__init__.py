@@ -218,10 +218,10 @@ def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: Fa
         def collect(pipeline_id: str, batch: Batch) -> None:
             ids.setdefault(pipeline_id, {}).update(zip(batch.ids(), batch.payloads, strict=True))
 
-        while True:
-            def sqlite(name: str) -> StateStore:
-                return SqliteStore(os.path.join(directory, f"{name}.db"))
+        def sqlite(name: str) -> StateStore:
+            return SqliteStore(os.path.join(directory, f"{name}.db"))
 
+        while True:
             stores = {n: (open_store or sqlite)(n) for n in names}
             engine = LocalEngine(plan, clock=clock, stdout=io.BytesIO(), sinks=sinks, pipelines=pipelines,
                                  errors=errors, sleep=lambda s: None, batch_size=batch_size, stores=stores,
