@@ -22,6 +22,8 @@ examples:
   edgewise validate pipeline.yaml               check a file; errors name file, line, field and expectation
   edgewise explain pipeline.yaml                print the compiled plan
   edgewise test conformance/                    run pipeline unit tests (*.test.yaml)
+  edgewise serve pipeline.yaml --port 8080      the edge daemon: HTTP/MQTT/NATS in, durable queue, workers
+  edgewise inspect queue --data-dir DIR         what the daemon's queue holds (also: dead-letters, state)
   edgewise functions                            list the expression functions
 """
 
@@ -95,6 +97,63 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("--engine", choices=["local"], default="local")
     test.set_defaults(handler=cmd_test)
 
+    serve = sub.add_parser(
+        "serve", help="run the edge daemon: HTTP, webhooks, MQTT and NATS into a durable queue, then the pipelines",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run the pipelines as a daemon. Events arrive over HTTP (POST /v1/events, /v1/webhooks/<source>)"
+        " and from the file's mqtt and nats sources; each request is acknowledged (202) only after it is durably "
+        "queued, and removed from the queue only after every pipeline and sink took it. A killed daemon needs no "
+        "flag: the next start recovers the queue before it accepts anything. SIGTERM drains and exits 0; SIGHUP "
+        "reloads the pipeline file (an invalid file is rejected, the old one keeps running).",
+        epilog="endpoints: /v1/events /v1/webhooks/{source} /healthz /readyz /metrics /v1/queue "
+        "/v1/state/{step}/{key} /openapi.json /ui")
+    serve.add_argument("pipeline", help="the pipeline file (YAML or JSON)")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
+    serve.add_argument("--data-dir", default="./edgewise-data", help="queue, state and locks (default "
+                       "./edgewise-data)")
+    serve.add_argument("--fsync", choices=["always", "group", "none"], default="group",
+                       help="group (default): concurrent requests share one fsync, each reply waits for its own; "
+                       "always: one fsync per request; none: the OS decides (survives a killed process, not a "
+                       "power loss)")
+    serve.add_argument("--workers", type=int, default=1, help="worker processes running the pipelines (default 1; "
+                       "pipelines with stateful steps need 1)")
+    serve.add_argument("--high-water", type=int, default=1_000_000, metavar="EVENTS",
+                       help="answer 429 above this many queued events (default 1,000,000)")
+    serve.add_argument("--low-water", type=int, default=None, metavar="EVENTS",
+                       help="accept again at or below this many (default half the high-water mark)")
+    serve.add_argument("--max-queue-bytes", type=int, default=None, help="cap the queue database's size; at the "
+                       "cap ingest answers 507")
+    serve.add_argument("--min-free", type=int, default=64 * 1024 * 1024, metavar="BYTES",
+                       help="answer 507 when the disk has less than this free (default 64 MiB)")
+    serve.add_argument("--commit-interval", type=float, default=0.5, metavar="SECONDS",
+                       help="how often workers flush sinks (a file sink seals a segment), commit state and "
+                       "remove finished events from the queue (default 0.5)")
+    serve.add_argument("--max-batch", type=int, default=4096, help="events a worker takes at once (default 4096)")
+    serve.add_argument("--trace", choices=["off", "console", "otlp"], default="off",
+                       help="OpenTelemetry spans per pipeline and step (default off)")
+    serve.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
+    serve.add_argument("--stateless", action="store_true",
+                       help="no queue: reply after the pipelines ran, with their results")
+    serve.add_argument("--concurrency", type=int, default=64,
+                       help="--stateless: requests processed or waiting at once before 429 (default 64)")
+    serve.set_defaults(handler=cmd_serve)
+
+    inspect = sub.add_parser("inspect", help="look into a daemon's data directory: queue, dead letters, state")
+    inspect.add_argument("what", choices=["queue", "dead-letters", "state"])
+    inspect.add_argument("pipeline", nargs="?", help="with state: the pipeline file (to find its stores)")
+    inspect.add_argument("--data-dir", default="./edgewise-data")
+    inspect.add_argument("--limit", type=int, default=20, help="entries or dead letters to show (default 20)")
+    inspect.add_argument("--step", help="with state: only this step")
+    inspect.add_argument("--json", action="store_true", help="one JSON object per line")
+    inspect.set_defaults(handler=cmd_inspect)
+
+    replay = sub.add_parser("replay-dead-letters", help="queue dead letters again (with their event ids)")
+    replay.add_argument("--data-dir", default="./edgewise-data")
+    replay.add_argument("numbers", nargs="*", type=int, metavar="N",
+                        help="only these dead letters (numbers from `inspect dead-letters`); default all")
+    replay.set_defaults(handler=cmd_replay_dead_letters)
+
     functions = sub.add_parser("functions", help="list the functions expressions may call")
     functions.add_argument("--markdown", action="store_true", help="as the reference table in docs/")
     functions.set_defaults(handler=cmd_functions)
@@ -126,6 +185,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"edgewise: {stats.events_in} events in; out {outs}; {stats.failed} failed, "
               f"{stats.malformed} malformed, {stats.dead_lettered} dead-lettered", file=sys.stderr)
     return EXIT_OK if stats.ok else EXIT_FAILED
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from edgewise.daemon.server import Daemon, DaemonOptions
+
+    options = DaemonOptions(
+        pipeline_file=args.pipeline, host=args.host, port=args.port, data_dir=args.data_dir, fsync=args.fsync,
+        workers=max(1, args.workers), high_water=args.high_water, low_water=args.low_water,
+        max_queue_bytes=args.max_queue_bytes, min_free=args.min_free, commit_interval=args.commit_interval,
+        max_batch=max(1, args.max_batch), trace=args.trace, log_format=args.log_format, stateless=args.stateless,
+        concurrency=args.concurrency)
+    return Daemon(options).run()
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from edgewise.daemon.inspect import inspect_dead_letters, inspect_queue, inspect_state
+
+    if args.what == "queue":
+        return inspect_queue(args.data_dir, args.limit, args.json)
+    if args.what == "dead-letters":
+        return inspect_dead_letters(args.data_dir, args.limit, args.json)
+    if not args.pipeline:
+        print("edgewise: inspect state needs the pipeline file", file=sys.stderr)
+        return EXIT_CONFIG
+    return inspect_state(args.pipeline, args.data_dir, args.step, args.limit, args.json)
+
+
+def cmd_replay_dead_letters(args: argparse.Namespace) -> int:
+    from edgewise.daemon.inspect import open_queue
+
+    queue = open_queue(args.data_dir)
+    n = queue.replay_dead_letters(args.numbers or None)
+    queue.close()
+    print(f"edgewise: {n} dead letters queued again; a running daemon processes them now, a stopped one when it "
+          "starts")
+    return EXIT_OK
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

@@ -35,11 +35,20 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "stdin": "edgewise.sources.stdin:StdinSource",
         "file": "edgewise.sources.file:FileSource",
         "generator": "edgewise.sources.generator:GeneratorSource",
+        "http": "edgewise.sources.http:HttpSource",
+        "mqtt": "edgewise.sources.mqtt:MqttSource",
+        "nats": "edgewise.sources.nats:NatsSource",
     },
     "sinks": {
         "stdout": "edgewise.sinks.stdout:StdoutSink",
         "file": "edgewise.sinks.file:FileSink",
         "http": "edgewise.sinks.http:HttpSink",
+        "edgewise": "edgewise.sinks.edgewise:EdgewiseSink",
+        "postgres": "edgewise.sinks.postgres:PostgresSink",
+        "sqlite": "edgewise.sinks.sqlite:SqliteSink",
+        "redis": "edgewise.sinks.redis:RedisSink",
+        "nats": "edgewise.sinks.nats:NatsSink",
+        "mqtt": "edgewise.sinks.mqtt:MqttSink",
     },
 }
 

@@ -45,6 +45,9 @@ class RunContext:
         self._errors = errors if errors is not None else sys.stderr
         self._error_lines = 0
         self._max_error_lines = max_error_lines
+        self.on_failed: Callable[[Batch, Exception, str, str], None] | None = None
+        """Called with (event, error, pipeline id, step id) for each event a step failed on with ``on_error:
+        fail``; the daemon keeps them as dead letters."""
 
     @property
     def errors(self) -> TextIO:

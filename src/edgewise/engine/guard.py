@@ -108,6 +108,8 @@ class GuardedStep:
             ctx.count(step_id, "failed")
             ctx.stats.failed += 1
             ctx.report(f"pipeline {self.pipeline_id}, step {step_id}: event {event_id} failed: {exc}")
+            if ctx.on_failed is not None:
+                ctx.on_failed(one, exc, self.pipeline_id, step_id)
             return
         ctx.count(step_id, "dead_lettered")
         ctx.stats.dead_lettered += 1

@@ -16,7 +16,8 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import BinaryIO
+from contextlib import AbstractContextManager
+from typing import BinaryIO, Protocol
 
 from edgewise.clock import Clock, SystemClock
 from edgewise.config import BuildContext
@@ -39,6 +40,16 @@ STDOUT = "<stdout>"
 Pipeline = tuple[str, list[GuardedStep], list[str]]
 
 
+class Instrument(Protocol):
+    """Watches the engine work (the daemon's metrics and traces): wraps each pipeline run and each step."""
+
+    def pipeline(self, pipeline_id: str, events: int) -> AbstractContextManager[object]: ...
+
+    def step(self, pipeline_id: str, guarded: GuardedStep, batch: Batch, ctx: RunContext) -> Batch:
+        """Run ``guarded.run(batch, ctx)`` and observe it."""
+        ...
+
+
 class Crash(BaseException):
     """Stops a run the way ``kill -9`` does: nothing more is delivered, flushed, committed or closed.
 
@@ -53,7 +64,8 @@ class LocalEngine:
                  errors: object = None, sinks: dict[str, Sink] | None = None, pipelines: list[str] | None = None,
                  sleep: Callable[[float], None] = time.sleep, batch_size: int = 1024,
                  stores: Mapping[str, StateStore] | None = None, commit_interval: float = 1.0,
-                 collect: Callable[[str, Batch], None] | None = None, fresh: bool = False) -> None:
+                 collect: Callable[[str, Batch], None] | None = None, fresh: bool = False,
+                 instrument: Instrument | None = None) -> None:
         self.plan = plan
         self.clock = clock or SystemClock()
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -76,6 +88,7 @@ class LocalEngine:
         """The run id each source's events were named with (kept across restarts)."""
         self.commit_interval_us = int(commit_interval * 1_000_000)
         self.collect = collect
+        self.instrument = instrument
         self._last_commit_us = 0
 
     @property
@@ -112,10 +125,18 @@ class LocalEngine:
         """Run ``batch`` through the pipeline's steps from ``start`` on and deliver what comes out."""
         pipeline_id, steps, targets = pipeline
         out = batch
-        for guarded in steps[start:]:
-            if not len(out):
-                break
-            out = guarded.run(out, self.ctx)
+        instrument = self.instrument
+        if instrument is None:
+            for guarded in steps[start:]:
+                if not len(out):
+                    break
+                out = guarded.run(out, self.ctx)
+        else:
+            with instrument.pipeline(pipeline_id, len(batch)):
+                for guarded in steps[start:]:
+                    if not len(out):
+                        break
+                    out = instrument.step(pipeline_id, guarded, out, self.ctx)
         self.ctx.stats.events_out[pipeline_id] += len(out)
         for target in targets:
             self._send(target, out)
@@ -153,10 +174,14 @@ class LocalEngine:
         now = self.clock.now_us()
         if not force and now - self._last_commit_us < self.commit_interval_us:
             return
-        for sink in self.sinks.values():
-            sink.flush()
+        self.flush_sinks()
         self.state.commit(self.positions, self.runs)
         self._last_commit_us = now
+
+    def flush_sinks(self) -> None:
+        """Make everything delivered so far durable or visible (file segments sealed, buffers sent)."""
+        for sink in self.sinks.values():
+            sink.flush()
 
     def process(self, batch: Batch) -> dict[str, Batch]:
         return self.run_pipelines(self.ingest(batch))

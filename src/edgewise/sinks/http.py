@@ -23,25 +23,32 @@ from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
 from edgewise.sinks.stdout import envelope_of
 
 
-class HttpSinkConfig(SinkConfig):
-    type: Literal["http"] = "http"
+class HttpClientConfig(SinkConfig):
+    """What every sink that sends HTTP requests has (``http``, ``edgewise``)."""
+
     url: str = Field(description="where to POST, e.g. https://hooks.slack.com/services/...")
-    method: Literal["POST", "PUT"] = "POST"
     headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
     batch_size: int = Field(500, ge=1, le=100_000, description="events per request")
+    timeout: Duration = Field(10_000_000, description="request timeout")
+
+
+class HttpSinkConfig(HttpClientConfig):
+    type: Literal["http"] = "http"
+    method: Literal["POST", "PUT"] = "POST"
     format: Literal["json", "ndjson"] = Field("json", description="JSON array, or one object per line")
     envelope: bool = Field(False, description="send {id, event_time, source, payload} per event")
-    timeout: Duration = Field(10_000_000, description="request timeout")
 
 
 class HttpSink(Sink):
     kind: ClassVar[str] = "http"
     Config = HttpSinkConfig
-    config: HttpSinkConfig
+    config: HttpClientConfig
 
-    def __init__(self, config: HttpSinkConfig, ctx: BuildContext) -> None:
+    def __init__(self, config: HttpClientConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
         self._client: httpx.Client | None = None
+        self.url = config.url
+        self.method = getattr(config, "method", "POST")
 
     def open(self, ctx: SinkContext) -> None:
         self._client = httpx.Client(timeout=self.config.timeout / 1_000_000, headers=self.config.headers)
@@ -51,29 +58,32 @@ class HttpSink(Sink):
         for start in range(0, len(batch), size):
             self._post(batch.slice(start, start + size))
 
+    def body(self, batch: Batch) -> tuple[bytes, str]:
+        """The request body for a batch and its content type."""
+        config = self.config
+        assert isinstance(config, HttpSinkConfig)
+        items: list[object] = ([envelope_of(batch, i) for i in range(len(batch))] if config.envelope
+                               else list(batch.payloads))
+        if config.format == "ndjson":
+            return b"".join(dumps_line(x) for x in items), "application/x-ndjson"
+        return dumps(items), "application/json"
+
     def _post(self, batch: Batch) -> None:
         assert self._client is not None
-        items: list[object] = ([envelope_of(batch, i) for i in range(len(batch))] if self.config.envelope
-                               else list(batch.payloads))
-        if self.config.format == "ndjson":
-            body = b"".join(dumps_line(x) for x in items)
-            content_type = "application/x-ndjson"
-        else:
-            body = dumps(items)
-            content_type = "application/json"
+        body, content_type = self.body(batch)
         key = hashlib.sha256("\n".join(batch.ids()).encode()).hexdigest()
         try:
-            response = self._client.request(self.config.method, self.config.url, content=body,
+            response = self._client.request(self.method, self.url, content=body,
                                             headers={"Content-Type": content_type, "Idempotency-Key": key})
         except httpx.HTTPError as exc:
-            raise RetryableSinkError(f"{self.config.url}: {type(exc).__name__}: {exc}") from None
+            raise RetryableSinkError(f"{self.url}: {type(exc).__name__}: {exc}") from None
         status = response.status_code
         if status < 300:
             return
         text = response.text[:200]
-        if status >= 500 or status in (408, 429):
-            raise RetryableSinkError(f"{self.config.url} answered {status}: {text}")
-        raise SinkError(f"{self.config.url} answered {status} (not retried): {text}")
+        if status >= 500 or status in (408, 429):  # 503/507/429 from an edgewise daemon: it pushes back
+            raise RetryableSinkError(f"{self.url} answered {status}: {text}")
+        raise SinkError(f"{self.url} answered {status} (not retried): {text}")
 
     def close(self) -> None:
         if self._client is not None:

@@ -13,14 +13,17 @@ from __future__ import annotations
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, ClassVar
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from edgewise.config.models import SourceConfig
+from edgewise.errors import SourceError
 from edgewise.events import Batch
 
 if TYPE_CHECKING:
     from edgewise.clock import Clock
     from edgewise.config import BuildContext
+    from edgewise.daemon.queue import Append
 
 
 class SourceContext:
@@ -45,3 +48,36 @@ class Source(ABC):
     @abstractmethod
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
         """Yield batches until the input ends. Report malformed records with ``ctx.malformed`` and go on."""
+
+
+class Ingest(Protocol):
+    """Where a daemon source puts what it receives: the durable queue (``edgewise serve``)."""
+
+    def submit(self, append: Append) -> Future[int]:
+        """Queue one message; the future resolves after the commit (then acknowledge it to the broker)."""
+
+    def wait_for_room(self) -> None:
+        """Block while the queue is above its high-water mark (backpressure toward the broker)."""
+
+
+class DaemonSource(Source):
+    """A source that pushes into the edge daemon's queue (MQTT, NATS, HTTP) instead of being read to its end.
+
+    ``start`` connects and begins delivering on threads of its own or on the daemon's event loop; a message is
+    acknowledged to its broker only after ``Ingest.submit``'s future resolved, i.e. after it is durably queued.
+    """
+
+    def read(self, ctx: SourceContext) -> Iterator[Batch]:
+        raise SourceError(f"source {self.id}: the {self.kind} source runs in the edge daemon "
+                          f"(`edgewise serve`), not in `edgewise run`")
+
+    @abstractmethod
+    def start(self, ingest: Ingest) -> None:
+        """Connect and begin delivering. Must not block."""
+
+    def stop(self) -> None:  # optional hook
+        """Stop taking messages (unacknowledged ones are redelivered by the broker later)."""
+
+    def status(self) -> dict[str, object]:
+        """For ``/v1/queue`` and logs: connected or not, counts."""
+        return {}

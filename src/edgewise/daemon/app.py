@@ -1,0 +1,232 @@
+"""The daemon's HTTP API (Starlette on uvicorn). The contract is ``openapi.py``, served at ``/openapi.json``.
+
+Ingest checks, in this order, so the cheapest refusal comes first and nothing is read that will not be kept:
+unknown source (404), recovering or draining (503), auth (401/403), content type (415), declared size (413),
+backpressure (429) or a full disk (507); then the body is read (413 beyond the limit), checked (400, naming each
+bad line) and queued; the reply (202, with the event ids) is sent only after the commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from edgewise.daemon.bodies import BodyError, check_webhook_body, decode_body, media_type, parse_events
+from edgewise.daemon.openapi import openapi_document
+from edgewise.daemon.queue import Append, QueueFull
+from edgewise.daemon.ui import DASHBOARD_HTML
+from edgewise.events import Batch
+from edgewise.sources.http import AuthError, HttpSource
+
+if TYPE_CHECKING:
+    from edgewise.daemon.server import Daemon
+
+RETRY_AFTER = {429: "1", 503: "2", 507: "10"}
+
+
+def reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body, default=str), status_code=status, media_type="application/json",
+                    headers=headers)
+
+
+def problem(status: int, message: str, problems: list[str] | None = None) -> Response:
+    body: dict[str, Any] = {"error": message}
+    if problems:
+        body["problems"] = problems
+    retry = RETRY_AFTER.get(status)
+    return reply(status, body, {"Retry-After": retry} if retry else None)
+
+
+class TooLarge(Exception):
+    pass
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise TooLarge
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def build_app(daemon: Daemon) -> Starlette:
+    stateless_ids = itertools.count(1)
+    stateless_run = secrets.token_hex(4)
+
+    def source_for(name: str | None) -> HttpSource | None:
+        if name is None:
+            return next(iter(daemon.http.values()))
+        return daemon.http.get(name)
+
+    def admit(request: Request, source: HttpSource) -> Response | None:
+        refused = None if daemon.stateless is not None else daemon.refuse_reason()
+        if refused is not None and refused[0] == 503:
+            return problem(*refused)
+        try:
+            source.authorize(request.headers.get("authorization"))
+        except AuthError as exc:
+            return problem(exc.status, exc.message)
+        return problem(*refused) if refused is not None else None
+
+    async def finish(source: HttpSource, append: Append, started: float) -> Response:
+        if daemon.stateless is not None:
+            return await run_stateless(source, append)
+        try:
+            first = await asyncio.wrap_future(daemon.submit(append))
+        except QueueFull as exc:
+            return problem(507, str(exc))
+        except Exception as exc:  # noqa: BLE001  # any queue failure: nothing was acknowledged, say so
+            return problem(503, f"the event could not be queued: {exc}")
+        ids = append.ids if append.ids is not None else [f"{source.id}:{n}" for n in range(first,
+                                                                                           first + append.count)]
+        daemon.metrics.reply_seconds.labels(source.id).observe(time.perf_counter() - started)
+        return reply(202, {"accepted": append.count, "ids": ids})
+
+    async def run_stateless(source: HttpSource, append: Append) -> Response:
+        runner = daemon.stateless
+        assert runner is not None
+        if not runner.try_enter():
+            return problem(429, f"more than {runner.limit} requests are being processed; slow down")
+        try:
+            payloads = decode_body(append.kind, append.body, append.meta)
+            ids = append.ids or [f"{source.id}:{stateless_run}-{next(stateless_ids)}" for _ in payloads]
+            now = time.time_ns() // 1000
+            batch = Batch(payloads, source=source.id, ingest_time_us=now, event_times=[now] * len(payloads),
+                          ids=ids)
+            status, body = await asyncio.to_thread(runner.run, batch)
+            return reply(status, body)
+        finally:
+            runner.leave()
+
+    async def post_events(request: Request) -> Response:
+        started = time.perf_counter()
+        source = source_for(request.query_params.get("source"))
+        if source is None:
+            return problem(404, f"no http source {request.query_params.get('source')!r}; sources: "
+                           f"{', '.join(daemon.http)}")
+        response = await _events(request, source, started)
+        daemon.metrics.requests.labels(source.id, str(response.status_code)).inc()
+        return response
+
+    async def _events(request: Request, source: HttpSource, started: float) -> Response:
+        refused = admit(request, source)
+        if refused is not None:
+            return refused
+        content_type = request.headers.get("content-type")
+        try:
+            body = await read_body(request, source.config.max_body)
+            parsed = parse_events(body, content_type, source.config.max_events)
+        except TooLarge:
+            return problem(413, f"the body is larger than {source.config.max_body} bytes; send smaller batches")
+        except BodyError as exc:
+            return problem(exc.status, exc.message, exc.problems)
+        append = Append(source.id, parsed.kind, parsed.body, parsed.count, ids=parsed.ids)
+        return await finish(source, append, started)
+
+    async def post_webhook(request: Request) -> Response:
+        started = time.perf_counter()
+        name = request.path_params["source"]
+        source = source_for(name)
+        if source is None:
+            return problem(404, f"no http source {name!r}; sources: {', '.join(daemon.http)}")
+        response = await _webhook(request, source, started)
+        daemon.metrics.requests.labels(source.id, str(response.status_code)).inc()
+        return response
+
+    async def _webhook(request: Request, source: HttpSource, started: float) -> Response:
+        refused = admit(request, source)
+        if refused is not None:
+            return refused
+        try:
+            body = await read_body(request, source.config.max_body)
+        except TooLarge:
+            return problem(413, f"the body is larger than {source.config.max_body} bytes")
+        try:
+            source.verify(body, request.headers)
+        except AuthError as exc:
+            return problem(exc.status, exc.message)
+        meta = source.webhook_meta(request.headers)
+        kind = media_type(meta["content_type"])
+        if kind is not None and not (kind.endswith("json") or kind.startswith("text/")
+                                     or kind == "application/x-www-form-urlencoded"):
+            return problem(415, f"unsupported content type {kind!r} for a webhook: send JSON, form or text")
+        try:
+            check_webhook_body(body, meta["content_type"])
+        except BodyError as exc:
+            return problem(exc.status, exc.message, exc.problems)
+        delivery = meta.get("delivery")
+        ids = [f"{source.id}:{delivery}"] if delivery else None
+        return await finish(source, Append(source.id, "webhook", body, 1, meta=meta, ids=ids), started)
+
+    async def healthz(request: Request) -> Response:
+        return reply(200, {"status": "ok", "state": daemon.state})
+
+    async def readyz(request: Request) -> Response:
+        if daemon.state == "ready":
+            return reply(200, {"status": "ready"})
+        return reply(503, {"status": daemon.state}, {"Retry-After": "1"})
+
+    async def metrics(request: Request) -> Response:
+        return Response(generate_latest(daemon.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def queue(request: Request) -> Response:
+        stats = daemon.queue_stats().as_json()
+        return reply(200, {
+            **stats, "state": daemon.state, "high_water": daemon.high_water, "low_water": daemon.low_water,
+            "backpressure": daemon.backpressure, "disk_full": daemon.disk_full, "fsync": daemon.options.fsync,
+            "workers": [{"index": h.index, "pid": h.process.pid, "ready": h.ready, "alive": h.process.is_alive()}
+                        for h in list(daemon.workers.values())],
+            "processed_events": daemon.metrics.workers.total("acked"),
+            "sources": {sid: s.status() for sid, s in list(daemon.sources.items())},
+            "pipelines": [p.id for p in daemon.spec.plan.pipelines],
+        })
+
+    async def state(request: Request) -> Response:
+        found = await daemon.lookup(request.path_params["step"], request.path_params["key"])
+        if "error" in found:
+            return problem(int(found.get("status", 404)), found["error"])
+        return reply(200, {"step": request.path_params["step"], "key": request.path_params["key"],
+                           "value": found["value"]})
+
+    async def openapi(request: Request) -> Response:
+        return reply(200, openapi_document())
+
+    async def ui(request: Request) -> Response:
+        return HTMLResponse(DASHBOARD_HTML)
+
+    routes = [
+        Route("/v1/events", post_events, methods=["POST"]),
+        Route("/v1/webhooks/{source}", post_webhook, methods=["POST"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/v1/queue", queue, methods=["GET"]),
+        Route("/v1/state/{step}/{key:path}", state, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
+        Route("/ui", ui, methods=["GET"]),
+    ]
+    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    return problem(404, f"no such endpoint: {request.method} {request.url.path}; see /openapi.json")
+
+
+async def _not_allowed(request: Request, exc: Exception) -> Response:
+    return problem(405, f"{request.method} is not allowed on {request.url.path}; see /openapi.json")

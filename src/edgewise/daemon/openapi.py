@@ -1,0 +1,115 @@
+"""The OpenAPI 3.1 description of the daemon's HTTP API, served at ``/openapi.json`` (and fuzzed against it in the
+tests with schemathesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edgewise import __version__
+
+ERROR = {"type": "object", "required": ["error"], "properties": {
+    "error": {"type": "string", "description": "what went wrong and what to do"},
+    "problems": {"type": "array", "items": {"type": "string"}, "description": "each bad line or array index"}}}
+EVENT = {"type": "object", "description": "one event: any JSON object", "additionalProperties": True}
+
+
+def _error(description: str, retry: bool = False) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": description,
+                                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    if retry:
+        response["headers"] = {"Retry-After": {"schema": {"type": "string"},
+                                               "description": "seconds to wait before trying again"}}
+    return response
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+INGEST_ERRORS = {
+    "400": _error("a bad body: malformed JSON, not an object, invalid UTF-8, too deep, a number out of range; "
+                  "nothing was queued"),
+    "401": _error("authentication needed (bearer token, or a webhook signature missing or wrong)"),
+    "403": _error("the token is not accepted by this source"),
+    "404": _error("no such http source"),
+    "413": _error("the body or the number of events is over the source's limit"),
+    "415": _error("unsupported content type"),
+    "422": _error("stateless mode: a step failed on an event"),
+    "429": _error("the queue is above its high-water mark (or, stateless, too many requests at once)", True),
+    "502": _error("stateless mode: a sink could not take the results"),
+    "503": _error("recovering the queue after a start, or shutting down", True),
+    "507": _error("the disk holding the queue is full; nothing was written", True),
+}
+
+ACCEPTED = _json("durably queued (after the commit); the ids the events got", {
+    "type": "object", "required": ["accepted", "ids"], "properties": {
+        "accepted": {"type": "integer", "minimum": 1}, "ids": {"type": "array", "items": {"type": "string"}}}})
+
+STATELESS_OK = _json("stateless mode: the pipelines ran; their results by pipeline id", {
+    "type": "object", "required": ["results"], "properties": {"results": {"type": "object"}}})
+
+
+def openapi_document() -> dict[str, Any]:
+    source_param = {"name": "source", "in": "query", "required": False, "schema": {"type": "string"},
+                    "description": "the http source to post to (default: the first one)"}
+    events_body = {"required": True, "content": {
+        "application/json": {"schema": {"oneOf": [{"$ref": "#/components/schemas/Event"},
+                                                  {"type": "array", "minItems": 1,
+                                                   "items": {"$ref": "#/components/schemas/Event"}}]}},
+        "application/x-ndjson": {"schema": {"type": "string", "description": "one JSON object per line"}},
+        "application/vnd.edgewise.events+json": {"schema": {
+            "type": "object", "required": ["events"], "properties": {"events": {
+                "type": "array", "minItems": 1, "items": {
+                    "type": "object", "required": ["id", "payload"], "properties": {
+                        "id": {"type": "string", "minLength": 1},
+                        "payload": {"$ref": "#/components/schemas/Event"}}}}}}},
+    }}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "edgewise daemon", "version": __version__,
+                 "description": "Ingest into a durable queue, webhooks, health, metrics, queue and state."},
+        "paths": {
+            "/v1/events": {"post": {
+                "summary": "queue events (all-or-nothing per request)", "operationId": "postEvents",
+                "parameters": [source_param], "requestBody": events_body,
+                "responses": {"200": STATELESS_OK, "202": ACCEPTED, **INGEST_ERRORS}}},
+            "/v1/webhooks/{source}": {"post": {
+                "summary": "a webhook delivery; the raw body is kept and its signature verified",
+                "operationId": "postWebhook",
+                "parameters": [{"name": "source", "in": "path", "required": True, "schema": {"type": "string"}},
+                               {"name": "X-GitHub-Event", "in": "header", "required": False,
+                                "schema": {"type": "string"}},
+                               {"name": "X-GitHub-Delivery", "in": "header", "required": False,
+                                "schema": {"type": "string"}},
+                               {"name": "X-Hub-Signature-256", "in": "header", "required": False,
+                                "schema": {"type": "string"}}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}},
+                "responses": {"200": STATELESS_OK, "202": ACCEPTED, **INGEST_ERRORS}}},
+            "/healthz": {"get": {"summary": "the process is alive", "operationId": "healthz", "responses": {
+                "200": _json("alive", {"type": "object", "required": ["status"]})}}},
+            "/readyz": {"get": {"summary": "recovered and accepting events", "operationId": "readyz", "responses": {
+                "200": _json("ready", {"type": "object", "required": ["status"]}),
+                "503": _json("recovering or shutting down", {"type": "object", "required": ["status"]})}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "operationId": "metrics", "responses": {
+                "200": {"description": "text exposition format",
+                        "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+            "/v1/queue": {"get": {"summary": "queue depth, in-flight entries, dead letters, workers, sources",
+                                  "operationId": "queue", "responses": {
+                                      "200": _json("the queue", {"type": "object", "required": ["queued_events",
+                                                                                                 "state"]})}}},
+            "/v1/state/{step}/{key}": {"get": {
+                "summary": "what a stateful step holds for one key (queryable state)", "operationId": "state",
+                "parameters": [{"name": "step", "in": "path", "required": True, "schema": {"type": "string"}},
+                               {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": _json("the state", {"type": "object", "required": ["step", "key", "value"]}),
+                    "404": _error("no such stateful step, or nothing for that key"),
+                    "503": _error("no worker is running (starting or reloading)", False),
+                    "504": _error("the worker did not answer in time")}}},
+            "/openapi.json": {"get": {"summary": "this document", "operationId": "openapi", "responses": {
+                "200": _json("OpenAPI 3.1", {"type": "object"})}}},
+            "/ui": {"get": {"summary": "live dashboard", "operationId": "ui", "responses": {
+                "200": {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+        },
+        "components": {"schemas": {"Error": ERROR, "Event": EVENT}},
+    }

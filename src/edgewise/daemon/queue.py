@@ -1,0 +1,409 @@
+"""The durable queue of the edge daemon: one SQLite database in WAL mode in the data directory.
+
+Layout (``<data dir>/queue.db``):
+
+- ``entries``: what was accepted and is not yet acknowledged. One row per accepted *request* (an HTTP body, an
+  MQTT message, a webhook delivery), not per event: the body is kept exactly as it arrived (already validated)
+  and decoded again by the worker, so accepting a batch of 1,000 events costs one row. ``state`` is 0 while the
+  entry waits (unprocessed) and 1 while a worker holds it (in flight); ``attempts`` counts how often a worker
+  took it and did not finish.
+- ``dead``: dead letters, one row per event, with the error and where it happened (``step:<id>``,
+  ``sink:<id>``, ``worker``). ``edgewise replay-dead-letters`` moves them back into ``entries``.
+- ``meta``: the next event number (event ids are ``<source id>:<number>`` unless the request brought its own)
+  and the number of queued events (kept in the same transactions as the rows, so it is always exact).
+
+Appends go through one writer thread that commits everything waiting in one transaction (group commit): with
+``fsync: group`` concurrent requests share one fsync and each reply waits for its own commit; ``always`` commits
+(and fsyncs) each request alone; ``none`` leaves flushing to the operating system (an OS crash may lose
+acknowledged events; a process crash does not). Workers lease entries (state 0 → 1), and delete them (ack) only
+after every pipeline and sink has taken their events. On start, entries left in flight by a crash go back to
+unprocessed before anything else happens; an entry that was in flight during ``max_attempts`` crashes is
+dead-lettered instead, so one poisonous request cannot crash the daemon forever.
+"""
+
+from __future__ import annotations
+
+import os
+import queue as stdqueue
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from edgewise.daemon.bodies import decode_body
+from edgewise.errors import EdgewiseError
+
+FsyncPolicy = Literal["always", "group", "none"]
+FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("always", "group", "none")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    source TEXT NOT NULL,
+    kind TEXT NOT NULL,          -- how to decode body: json | ndjson | envelope | webhook | message
+    body BLOB NOT NULL,
+    meta BLOB,                   -- JSON: webhook headers, MQTT topic, ...
+    first INTEGER NOT NULL,      -- event number of the first event (ids <source>:<first + i>)
+    count INTEGER NOT NULL,
+    ids BLOB,                    -- JSON list of explicit ids (mesh, webhook deliveries, replayed dead letters)
+    ingest_us INTEGER NOT NULL,
+    state INTEGER NOT NULL DEFAULT 0,
+    worker INTEGER,
+    attempts INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS entries_waiting ON entries (state, seq);
+CREATE TABLE IF NOT EXISTS dead (
+    n INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id TEXT NOT NULL,
+    source TEXT NOT NULL,
+    payload BLOB NOT NULL,
+    ingest_us INTEGER NOT NULL,
+    failed_us INTEGER NOT NULL,
+    location TEXT NOT NULL,
+    error TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0);
+"""
+
+
+class QueueError(EdgewiseError):
+    """The queue could not take or give events."""
+
+
+class QueueFull(QueueError):
+    """The disk (or the queue's size limit) is full: nothing was written; try again later."""
+
+
+@dataclass(frozen=True)
+class Append:
+    """One request to queue: its body as received (validated) and how many events it holds."""
+
+    source: str
+    kind: str
+    body: bytes
+    count: int
+    meta: dict[str, Any] | None = None
+    ids: list[str] | None = None
+    ingest_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int
+    source: str
+    kind: str
+    body: bytes
+    meta: dict[str, Any] | None
+    first: int
+    count: int
+    ids: list[str] | None
+    ingest_us: int
+    attempts: int
+
+    def event_ids(self) -> list[str]:
+        if self.ids is not None:
+            return self.ids
+        return [f"{self.source}:{n}" for n in range(self.first, self.first + self.count)]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    n: int
+    event_id: str
+    source: str
+    payload: dict[str, Any]
+    ingest_us: int
+    failed_us: int
+    location: str
+    error: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {"n": self.n, "event_id": self.event_id, "source": self.source, "payload": self.payload,
+                "location": self.location, "error": self.error, "ingest_us": self.ingest_us,
+                "failed_us": self.failed_us}
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    queued_events: int
+    entries: int
+    in_flight_entries: int
+    dead_letters: int
+    next_event: int
+    bytes: int
+
+    def as_json(self) -> dict[str, int]:
+        return {"queued_events": self.queued_events, "entries": self.entries,
+                "in_flight_entries": self.in_flight_entries, "dead_letters": self.dead_letters,
+                "next_event": self.next_event, "bytes": self.bytes}
+
+
+def queue_path(data_dir: str) -> str:
+    return os.path.join(data_dir, "queue.db")
+
+
+def connect(path: str, *, synchronous: str = "NORMAL", max_bytes: int | None = None) -> sqlite3.Connection:
+    """A connection in WAL mode with explicit transactions (``isolation_level=None``)."""
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=30.0)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA busy_timeout=30000")
+    if max_bytes is not None:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        conn.execute(f"PRAGMA max_page_count={max(16, max_bytes // page_size)}")
+    return conn
+
+
+@contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        if conn.in_transaction:  # SQLite ends the transaction itself on some errors (SQLITE_FULL)
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _is_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(exc)
+
+
+def _bump(conn: sqlite3.Connection, key: str, delta: int) -> None:
+    conn.execute("UPDATE meta SET value = value + ? WHERE key = ?", (delta, key))
+
+
+def _meta(conn: sqlite3.Connection, key: str) -> int:
+    return int(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
+
+
+class QueueReader:
+    """The worker's and the operator's side of the queue: lease, ack, dead-letter, inspect, replay.
+
+    Safe to use from several processes at once (SQLite's write lock serialises them)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        # a lost ack or lease only means an event is processed again (at-least-once): no fsync needed here
+        self.conn = connect(path, synchronous="NORMAL")
+        self.conn.executescript(SCHEMA)
+
+    def lease(self, worker: int, max_events: int, max_entries: int = 1000) -> list[Entry]:
+        """Take the oldest waiting entries, up to about ``max_events`` events (at least one entry)."""
+        with transaction(self.conn) as c:
+            rows = c.execute(
+                "SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts FROM entries "
+                "WHERE state = 0 ORDER BY seq LIMIT ?", (max_entries,)).fetchall()
+            taken: list[Entry] = []
+            events = 0
+            for row in rows:
+                if taken and events + row[6] > max_events:
+                    break
+                taken.append(_entry(row))
+                events += row[6]
+            if taken:
+                c.executemany("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 WHERE seq = ?",
+                              [(worker, e.seq) for e in taken])
+        return taken
+
+    def ack(self, entries: Sequence[Entry]) -> None:
+        """The entries' events went through every pipeline and sink: remove them."""
+        if not entries:
+            return
+        with transaction(self.conn) as c:
+            c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
+            _bump(c, "queued_events", -sum(e.count for e in entries))
+
+    def dead_letter(self, entries: Sequence[Entry], letters: Sequence[tuple[str, str, bytes, int, str, str]],
+                    ) -> None:
+        """Remove ``entries`` and keep ``letters`` (event id, source, payload JSON, ingest µs, location,
+        error) in one transaction, so an event is either queued or dead-lettered, never lost between."""
+        now = time.time_ns() // 1000
+        with transaction(self.conn) as c:
+            c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, error) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          [(i, s, p, t, now, where, err) for i, s, p, t, where, err in letters])
+            _bump(c, "dead_events", len(letters))
+            if entries:
+                c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
+                _bump(c, "queued_events", -sum(e.count for e in entries))
+
+    def release(self, worker: int | None = None) -> int:
+        """Give in-flight entries back (of one worker, or all): a worker stopped or crashed."""
+        with transaction(self.conn) as c:
+            if worker is None:
+                cur = c.execute("UPDATE entries SET state = 0, worker = NULL WHERE state = 1")
+            else:
+                cur = c.execute("UPDATE entries SET state = 0, worker = NULL WHERE state = 1 AND worker = ?",
+                                (worker,))
+            return cur.rowcount
+
+    def recover(self, max_attempts: int, worker: int | None = None) -> tuple[int, int]:
+        """Give back entries a crash left in flight (of one worker, or all): they wait again, except those that
+        were in flight ``max_attempts`` times, which are dead-lettered (a request that crashes every worker that
+        takes it must not stop the daemon). Returns (released, dead-lettered entries)."""
+        query = ("SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts FROM entries "
+                 "WHERE state = 1 AND attempts >= ?")
+        args: tuple[int, ...] = (max_attempts,)
+        if worker is not None:
+            query += " AND worker = ?"
+            args += (worker,)
+        poisoned = [_entry(r) for r in self.conn.execute(query, args)]
+        if poisoned:
+            letters = []
+            for e in poisoned:
+                error = f"in flight during {e.attempts} crashes of a worker or the daemon; set aside"
+                for event_id, payload in zip(e.event_ids(), decode_body(e.kind, e.body, e.meta), strict=True):
+                    letters.append((event_id, e.source, orjson.dumps(payload), e.ingest_us, "worker", error))
+            self.dead_letter(poisoned, letters)
+        return self.release(worker), len(poisoned)
+
+    def stats(self) -> QueueStats:
+        c = self.conn
+        entries, in_flight = c.execute("SELECT count(*), coalesce(sum(state), 0) FROM entries").fetchone()
+        size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+        return QueueStats(queued_events=_meta(c, "queued_events"), entries=entries, in_flight_entries=in_flight,
+                          dead_letters=_meta(c, "dead_events"), next_event=_meta(c, "next_event"), bytes=size)
+
+    def queued_events(self) -> int:
+        return _meta(self.conn, "queued_events")
+
+    def dead_letters(self, limit: int = 100, after: int = 0) -> list[DeadLetter]:
+        rows = self.conn.execute("SELECT n, event_id, source, payload, ingest_us, failed_us, location, error "
+                                 "FROM dead WHERE n > ? ORDER BY n LIMIT ?", (after, limit)).fetchall()
+        return [DeadLetter(r[0], r[1], r[2], orjson.loads(r[3]), r[4], r[5], r[6], r[7]) for r in rows]
+
+    def replay_dead_letters(self, numbers: Sequence[int] | None = None) -> int:
+        """Move dead letters (all, or those numbered) back into the queue with their ids; returns how many."""
+        with transaction(self.conn) as c:
+            if numbers is None:
+                rows = c.execute("SELECT n, event_id, source, payload, ingest_us FROM dead ORDER BY n").fetchall()
+            else:
+                rows = [r for n in numbers for r in c.execute(
+                    "SELECT n, event_id, source, payload, ingest_us FROM dead WHERE n = ?", (n,))]
+            for _, event_id, source, payload, ingest_us in rows:
+                c.execute("INSERT INTO entries (source, kind, body, first, count, ids, ingest_us) "
+                          "VALUES (?, 'json', ?, 0, 1, ?, ?)",
+                          (source, payload, orjson.dumps([event_id]), ingest_us))
+            c.executemany("DELETE FROM dead WHERE n = ?", [(r[0],) for r in rows])
+            _bump(c, "dead_events", -len(rows))
+            _bump(c, "queued_events", len(rows))
+        return len(rows)
+
+    def peek(self, limit: int = 20) -> list[Entry]:
+        rows = self.conn.execute("SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts "
+                                 "FROM entries ORDER BY seq LIMIT ?", (limit,)).fetchall()
+        return [_entry(r) for r in rows]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _entry(row: Sequence[Any]) -> Entry:
+    seq, source, kind, body, meta, first, count, ids, ingest_us, attempts = row
+    return Entry(seq, source, kind, bytes(body), orjson.loads(meta) if meta else None, first, count,
+                 orjson.loads(ids) if ids else None, ingest_us, attempts)
+
+
+class QueueWriter:
+    """Appends with group commit, on one thread of its own. ``submit`` returns a future of the entry's first
+    event number, resolved only after the transaction that holds it is committed (and, unless ``fsync`` is
+    ``none``, synced to disk)."""
+
+    def __init__(self, path: str, fsync: FsyncPolicy = "group", max_bytes: int | None = None,
+                 max_group: int = 512) -> None:
+        synchronous = {"always": "FULL", "group": "FULL", "none": "OFF"}[fsync]
+        self.conn = connect(path, synchronous=synchronous, max_bytes=max_bytes)
+        self.conn.executescript(SCHEMA)
+        self.fsync = fsync
+        self.max_group = 1 if fsync == "always" else max_group
+        self.next_event = _meta(self.conn, "next_event")
+        self.queued_events = _meta(self.conn, "queued_events")
+        """Queued events as of this writer's last commit plus workers' acks it has been told about."""
+        self.commits = 0
+        self._pending: stdqueue.SimpleQueue[tuple[Append, Future[int]] | None] = stdqueue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="edgewise-queue-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, append: Append) -> Future[int]:
+        future: Future[int] = Future()
+        self._pending.put((append, future))
+        return future
+
+    def refresh(self) -> int:
+        """Re-read the queued-event count (workers' acks change it) and return it."""
+        self.queued_events = _meta(self.conn, "queued_events")
+        return self.queued_events
+
+    def close(self) -> None:
+        self._pending.put(None)
+        self._thread.join()
+        self.conn.close()
+
+    def _loop(self) -> None:
+        while True:
+            item = self._pending.get()
+            if item is None:
+                return
+            group = [item]
+            while len(group) < self.max_group:
+                try:
+                    more = self._pending.get_nowait()
+                except stdqueue.Empty:
+                    break
+                if more is None:
+                    self._commit(group)
+                    return
+                group.append(more)
+            self._commit(group)
+
+    def _commit(self, group: list[tuple[Append, Future[int]]]) -> None:
+        firsts: list[int] = []
+        number = self.next_event
+        rows = []
+        dead = []
+        for append, _ in group:
+            firsts.append(number)
+            if append.kind == "dead":  # a message that could not be decoded: kept as a dead letter
+                meta = append.meta or {}
+                payload = {"topic": meta.get("topic"), "body": append.body.decode("utf-8", "replace")}
+                dead.append((f"{append.source}:{number}", append.source, orjson.dumps(payload), append.ingest_us,
+                             append.ingest_us, "source", str(meta.get("error", "undecodable"))))
+                number += 1
+                continue
+            rows.append((append.source, append.kind, append.body,
+                         orjson.dumps(append.meta) if append.meta else None, number, append.count,
+                         orjson.dumps(append.ids) if append.ids is not None else None, append.ingest_us))
+            if append.ids is None:
+                number += append.count
+        added = sum(a.count for a, _ in group if a.kind != "dead")
+        try:
+            with transaction(self.conn) as c:
+                c.executemany("INSERT INTO entries (source, kind, body, meta, first, count, ids, ingest_us) "
+                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                if dead:
+                    c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, "
+                                  "error) VALUES (?, ?, ?, ?, ?, ?, ?)", dead)
+                    _bump(c, "dead_events", len(dead))
+                c.execute("UPDATE meta SET value = ? WHERE key = 'next_event'", (number,))
+                _bump(c, "queued_events", added)
+                queued = _meta(c, "queued_events")
+        except sqlite3.Error as exc:
+            error: QueueError = (QueueFull(f"the queue is full: {exc}") if _is_full(exc)
+                                 else QueueError(f"the queue could not write: {exc}"))
+            for _, future in group:
+                future.set_exception(error)
+            return
+        self.next_event = number
+        self.queued_events = queued
+        self.commits += 1
+        for (_, future), first in zip(group, firsts, strict=True):
+            future.set_result(first)

@@ -1,0 +1,494 @@
+"""The edge daemon (``edgewise serve``): lifecycle, workers, backpressure, reload and drain.
+
+Start: take the data directory's lock (a second daemon on the same directory is refused; a crashed one left no
+lock behind, so no flag is needed after a crash), wait until no worker of a previous daemon is alive, open the
+queue, put back what a crash left in flight, start the workers and let them empty the queue. Only then do
+``/readyz`` and the broker sources (MQTT, NATS) come up; until then ingest answers 503. The HTTP server
+listens from the first moment, so ``/healthz`` and ``/metrics`` show recovery progress.
+
+Backpressure: above ``high_water`` queued events ingest answers 429 (with ``Retry-After``) and the broker sources
+stop reading, until the queue is back under ``low_water``. A disk with less than ``min_free`` bytes free, or a
+queue at ``max_queue_bytes``, answers 507 and writes nothing.
+
+``SIGTERM``/``SIGINT``: stop accepting (503), stop the broker sources, let each worker finish and commit its
+batch, return anything still leased to the queue, exit 0. ``SIGHUP``: load the pipeline file again; if it is
+invalid, log why and keep running the old one; if it is valid, start workers on the new one after the old ones
+finished their batches. The queue keeps accepting throughout, so a reload loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import itertools
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import IO, Any
+
+from edgewise.config import BuildContext, load_document
+from edgewise.config.plan import Plan
+from edgewise.config.yamlpos import load_text
+from edgewise.daemon.log import Log
+from edgewise.daemon.metrics import DaemonMetrics
+from edgewise.daemon.queue import FsyncPolicy, QueueReader, QueueStats, QueueWriter, queue_path
+from edgewise.daemon.worker import WorkerOptions, worker_process
+from edgewise.errors import ConfigError, EdgewiseError
+from edgewise.sources.base import DaemonSource
+from edgewise.sources.http import HttpSource, HttpSourceConfig
+
+DAEMON_SOURCE_TYPES = ("http", "mqtt", "nats")
+
+
+@dataclass(frozen=True)
+class DaemonOptions:
+    pipeline_file: str
+    host: str = "127.0.0.1"
+    port: int = 8080
+    data_dir: str = "./edgewise-data"
+    fsync: FsyncPolicy = "group"
+    workers: int = 1
+    high_water: int = 1_000_000
+    low_water: int | None = None
+    max_queue_bytes: int | None = None
+    min_free: int = 64 * 1024 * 1024
+    commit_interval: float = 0.5
+    max_batch: int = 4096
+    max_attempts: int = 5
+    drain_timeout: float = 30.0
+    trace: str = "off"
+    log_format: str = "text"
+    stateless: bool = False
+    concurrency: int = 64
+
+
+@dataclass(frozen=True)
+class PipelineSpec:
+    """A validated pipeline file: its text (what workers run, even if the file changes again) and its plan."""
+
+    file: str
+    text: str
+    base_dir: str
+    plan: Plan
+
+
+def load_spec(path: str, workers: int = 1) -> PipelineSpec:
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    base_dir = os.path.dirname(os.path.abspath(path))
+    plan = load_document(load_text(text, path), base_dir=base_dir)
+    for s in plan.sources:
+        if s.type not in DAEMON_SOURCE_TYPES:
+            raise ConfigError(f"source {s.id}: type {s.type} is read by `edgewise run`; the daemon takes "
+                              f"{', '.join(DAEMON_SOURCE_TYPES)} sources (remove it, or run it with `edgewise run`)")
+    stateful = plan.stateful_steps()
+    if stateful and workers > 1:
+        raise ConfigError(f"step {stateful[0].id} keeps state per key, which needs events in order: run it with "
+                          "--workers 1 (stateless pipelines can use more)")
+    return PipelineSpec(path, text, base_dir, plan)
+
+
+def http_sources(plan: Plan) -> dict[str, HttpSource]:
+    """The plan's ``http`` sources; without any, one open source named ``http``."""
+    build = BuildContext(plan.base_dir)
+    found = {s.id: HttpSource(s, build) for s in plan.sources if isinstance(s, HttpSourceConfig)}
+    return found or {"http": HttpSource(HttpSourceConfig(id="http"), build)}
+
+
+class WorkerHandle:
+    def __init__(self, index: int, process: Any, control: Connection) -> None:
+        self.index = index
+        self.process = process
+        self.control = control
+        self.key = (index, process.pid)
+        self.expected_exit = False
+        self.ready = False
+        self.failure: str | None = None
+        self._send_lock = threading.Lock()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self._send_lock, contextlib.suppress(OSError, ValueError):
+            self.control.send(message)
+
+
+class Daemon:
+    def __init__(self, options: DaemonOptions, log: Log | None = None) -> None:
+        self.options = options
+        self.log = log or Log(options.log_format)
+        self.spec = load_spec(options.pipeline_file, options.workers)
+        self.state = "starting"
+        self.http = http_sources(self.spec.plan)
+        self.sources: dict[str, DaemonSource] = {}
+        self.data_dir = os.path.abspath(options.data_dir)
+        self.port = options.port
+        self.queued = 0
+        self.backpressure = False
+        self.disk_full = False
+        self.workers: dict[int, WorkerHandle] = {}
+        self._lookups: dict[int, Future[dict[str, Any]]] = {}
+        self._requests = itertools.count(1)
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._reloading = False
+        self.writer: QueueWriter | None = None
+        self._lockfile: IO[str] | None = None
+        self.reader: QueueReader | None = None
+        self.stateless = None
+        if options.stateless:
+            from edgewise.daemon.stateless import StatelessRunner
+
+            self.stateless = StatelessRunner(self.spec.plan, options.concurrency)
+        self.metrics = DaemonMetrics(self.queue_stats)
+
+    # -- queue access for the HTTP handlers and the broker sources ------------------------------------------
+
+    @property
+    def high_water(self) -> int:
+        return self.options.high_water
+
+    @property
+    def low_water(self) -> int:
+        lw = self.options.low_water
+        return lw if lw is not None else self.options.high_water // 2
+
+    def queue_stats(self) -> QueueStats:
+        if self.reader is None:
+            return QueueStats(0, 0, 0, 0, 0, 0)
+        return self.reader.stats()
+
+    def submit(self, append: Any) -> Future[int]:
+        """``Ingest.submit`` for the broker sources; also used by the HTTP handlers."""
+        assert self.writer is not None
+        future = self.writer.submit(append)
+        self.queued += append.count
+        self.metrics.ingest_events.labels(append.source).inc(append.count)
+        return future
+
+    def wait_for_room(self) -> None:
+        """``Ingest.wait_for_room``: block a broker source's thread while the queue is over its high-water mark."""
+        while (self.backpressure or self.disk_full) and not self._stop.is_set():
+            time.sleep(0.05)
+
+    def refuse_reason(self) -> tuple[int, str] | None:
+        """Why ingest must answer with an error right now, if it must (status, message)."""
+        if self.state in ("starting", "recovering"):
+            return 503, "the daemon is recovering its queue; try again shortly"
+        if self.state in ("draining", "stopped"):
+            return 503, "the daemon is shutting down"
+        if self.disk_full:
+            return 507, "the disk holding the queue is (nearly) full; nothing was written"
+        if self.backpressure:
+            return 429, f"the queue holds more than {self.high_water} events; slow down"
+        return None
+
+    def _refresh(self) -> None:
+        """Re-read the queue depth and free disk space; switch backpressure on and off with hysteresis."""
+        if self.reader is None:
+            return
+        self.queued = self.reader.queued_events()
+        if self.queued >= self.high_water:
+            self.backpressure = True
+        elif self.queued <= self.low_water:
+            self.backpressure = False
+        self.disk_full = shutil.disk_usage(self.data_dir).free < self.options.min_free
+
+    # -- main -----------------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT; the exit code."""
+        return asyncio.run(self.serve())
+
+    async def serve(self, ready: Callable[[Daemon], None] | None = None) -> int:
+        import uvicorn
+
+        from edgewise.daemon.app import build_app
+
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._stop_requested = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.request_stop)
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(self.reload()))
+
+        if not self.options.stateless:
+            self._open_queue()
+        sock = socket.socket(socket.AF_INET6 if ":" in self.options.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.options.host, self.options.port))
+        sock.listen(2048)
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(build_app(self), log_level="warning", lifespan="off", access_log=False,
+                                timeout_graceful_shutdown=5)
+        server = _Server(config)
+        serving = loop.create_task(server.serve(sockets=[sock]))
+        while not server.started and not serving.done():
+            await asyncio.sleep(0.01)
+        if serving.done():
+            serving.result()
+        self.log("listening", url=f"http://{self.options.host}:{self.port}", data_dir=self.data_dir,
+                 mode="stateless" if self.options.stateless else "persistent", pid=os.getpid())
+        refresher = loop.create_task(self._refresh_loop())
+        try:
+            if self.options.stateless:
+                self.state = "ready"
+            else:
+                await self._recover_then_start()
+            if ready is not None:
+                ready(self)
+            await self._stop_requested.wait()
+        finally:
+            await self._drain()
+            refresher.cancel()
+            server.should_exit = True
+            await serving
+            self._close_queue()
+            if self.stateless is not None:
+                self.stateless.close()
+            self.state = "stopped"
+            self.log("stopped", queued=self.queued)
+        return 0
+
+    def request_stop(self) -> None:
+        if self._stop_requested is not None and not self._stop_requested.is_set():
+            self.log("stopping", reason="signal")
+            self._stop_requested.set()
+
+    def _open_queue(self) -> None:
+        os.makedirs(self.data_dir, exist_ok=True)
+        self._lockfile = open(os.path.join(self.data_dir, "daemon.lock"), "a+")  # noqa: SIM115  # held while we run
+        try:
+            fcntl.flock(self._lockfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EdgewiseError(f"another edgewise daemon is using {self.data_dir}") from None
+        # a worker of a crashed daemon dies with it (PDEATHSIG); wait until the last one is really gone
+        with open(os.path.join(self.data_dir, "workers.lock"), "a+") as workers_lock:
+            fcntl.flock(workers_lock, fcntl.LOCK_EX)
+            fcntl.flock(workers_lock, fcntl.LOCK_UN)
+        path = queue_path(self.data_dir)
+        self.writer = QueueWriter(path, self.options.fsync, self.options.max_queue_bytes)
+        self.reader = QueueReader(path)
+
+    def _close_queue(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        if self.reader is not None:
+            self.reader.release()
+            self.reader.close()
+        if self._lockfile is not None:
+            self._lockfile.close()  # releases the data directory for the next daemon
+
+    async def _recover_then_start(self) -> None:
+        assert self.reader is not None
+        self.state = "recovering"
+        released, poisoned = self.reader.recover(self.options.max_attempts)
+        stats = self.reader.stats()
+        self.log("recovering", waiting_events=stats.queued_events, released_entries=released,
+                 dead_lettered_entries=poisoned)
+        self._supervisor = threading.Thread(target=self._supervise, name="edgewise-supervisor", daemon=True)
+        self._supervisor.start()
+        for index in range(self.options.workers):
+            self._start_worker(index)
+        assert self._stop_requested is not None
+        started = time.monotonic()
+        while self.reader.queued_events() > 0 and not self._stop_requested.is_set():
+            await asyncio.sleep(0.02)
+        if self._stop_requested.is_set():
+            return
+        self.log("recovered", events=stats.queued_events, seconds=round(time.monotonic() - started, 3))
+        self._start_sources()
+        self.state = "ready"
+        self.log("ready")
+
+    def _start_sources(self) -> None:
+        build = BuildContext(self.spec.plan.base_dir)
+        for config in self.spec.plan.sources:
+            if config.type == "http":
+                continue
+            source = self.spec.plan.source_classes[config.id](config, build)
+            source.start(self)
+            self.sources[config.id] = source
+
+    def _stop_sources(self) -> None:
+        for source in self.sources.values():
+            source.stop()
+        self.sources.clear()
+
+    async def _refresh_loop(self) -> None:
+        while True:
+            self._refresh()
+            await asyncio.sleep(0.05)
+
+    # -- workers --------------------------------------------------------------------------------------------
+
+    def _worker_options(self, index: int) -> WorkerOptions:
+        o = self.options
+        return WorkerOptions(pipeline_file=self.spec.file, pipeline_text=self.spec.text, base_dir=self.spec.base_dir,
+                             data_dir=self.data_dir, index=index, max_batch=o.max_batch,
+                             commit_interval=o.commit_interval, trace=o.trace)
+
+    def _start_worker(self, index: int) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        ours, theirs = ctx.Pipe()
+        process = ctx.Process(target=worker_process, args=(self._worker_options(index), theirs, os.getpid()),
+                              name=f"edgewise-worker-{index}", daemon=False)
+        process.start()
+        theirs.close()
+        self.workers[index] = WorkerHandle(index, process, ours)
+
+    def _supervise(self) -> None:
+        """Read what workers send; restart a worker that died unexpectedly (its leases go back to the queue)."""
+        reader = QueueReader(queue_path(self.data_dir))
+        try:
+            while not self._stop.is_set() or self.workers:
+                handles = list(self.workers.values())
+                if not handles:
+                    time.sleep(0.05)
+                    continue
+                by_conn = {h.control: h for h in handles}
+                by_sentinel = {h.process.sentinel: h for h in handles}
+                for ready in wait([*by_conn, *by_sentinel], timeout=0.2):
+                    if ready in by_conn:
+                        self._receive(by_conn[ready])
+                    elif ready in by_sentinel:
+                        self._exited(by_sentinel[ready], reader)
+        finally:
+            reader.close()
+
+    def _receive(self, handle: WorkerHandle) -> bool:
+        """Handle one message from a worker; False once its end of the pipe is closed."""
+        try:
+            message = handle.control.recv()
+        except (EOFError, OSError):
+            return False
+        kind = message[0]
+        if kind == "stats":
+            self.metrics.workers.update(handle.key, message[1])
+        elif kind == "ready":
+            handle.ready = True
+        elif kind == "lookup":
+            future = self._lookups.pop(message[1], None)
+            if future is not None:
+                future.set_result(message[2])
+        elif kind == "failed":
+            handle.failure = message[2]
+            self.log("worker-failed", level="error", worker=handle.index, error=message[2])
+        return True
+
+    def _exited(self, handle: WorkerHandle, reader: QueueReader) -> None:
+        with contextlib.suppress(OSError):
+            while handle.control.poll() and self._receive(handle):  # what it said last (its final stats)
+                pass
+        handle.process.join()
+        if self.workers.get(handle.index) is handle:
+            del self.workers[handle.index]
+        self.metrics.workers.retire(handle.key)
+        released, poisoned = reader.recover(self.options.max_attempts, handle.index)
+        if handle.expected_exit or self._stop.is_set():
+            return
+        self.log("worker-died", level="error", worker=handle.index, exit_code=handle.process.exitcode,
+                 released_entries=released, dead_lettered_entries=poisoned)
+        if handle.failure is not None:  # it could not even start (a broken sink config): retrying is pointless
+            self.log("worker-not-restarted", level="error", worker=handle.index, error=handle.failure)
+            return
+        self.metrics.worker_restarts.inc()
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._start_worker, handle.index)
+
+    async def _stop_workers(self, timeout: float) -> None:
+        handles = list(self.workers.values())
+        for h in handles:
+            h.expected_exit = True
+            h.send(("stop",))
+        deadline = time.monotonic() + timeout
+        while any(h.process.is_alive() for h in handles) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        for h in handles:
+            if h.process.is_alive():
+                self.log("worker-killed", level="warning", worker=h.index, reason="did not stop in time")
+                h.process.kill()
+        while any(self.workers.get(h.index) is h for h in handles):
+            await asyncio.sleep(0.01)
+
+    async def lookup(self, step_id: str, key: str) -> dict[str, Any]:
+        handle = self.workers.get(0)
+        if self.stateless is not None:
+            return self.stateless.lookup(step_id, key)
+        if handle is None or not handle.ready:
+            return {"error": "no worker is running", "status": 503}
+        request = next(self._requests)
+        future: Future[dict[str, Any]] = Future()
+        self._lookups[request] = future
+        handle.send(("lookup", request, step_id, key))
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), timeout=5)
+        except TimeoutError:
+            self._lookups.pop(request, None)
+            return {"error": "the worker did not answer in time", "status": 504}
+
+    # -- reload and drain -----------------------------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """SIGHUP: switch to the pipeline file as it is now, or keep the old one if the new one is invalid."""
+        if self._reloading or self.state not in ("ready", "recovering"):
+            return False
+        self._reloading = True
+        try:
+            try:
+                spec = await asyncio.to_thread(load_spec, self.options.pipeline_file, self.options.workers)
+                http = http_sources(spec.plan)
+            except (EdgewiseError, OSError) as exc:
+                message = exc.render() if isinstance(exc, ConfigError) else str(exc)
+                self.log("reload-rejected", level="error", file=self.options.pipeline_file, error=message)
+                self.metrics.reloads.labels("rejected").inc()
+                return False
+            self.log("reloading", file=self.options.pipeline_file)
+            self._stop_sources()
+            await self._stop_workers(self.options.drain_timeout)
+            self.spec, self.http = spec, http
+            for index in range(self.options.workers):
+                self._start_worker(index)
+            if self.state == "ready":
+                self._start_sources()
+            self.metrics.reloads.labels("applied").inc()
+            self.log("reloaded", pipelines=len(spec.plan.pipelines))
+            return True
+        finally:
+            self._reloading = False
+
+    async def _drain(self) -> None:
+        if self.state == "stopped":
+            return
+        self.state = "draining"
+        self._stop_sources()
+        self._stop.set()
+        if self.workers:
+            await self._stop_workers(self.options.drain_timeout)
+        if self.reader is not None:
+            self.reader.release()
+            self._refresh()
+
+
+class _Server:
+    """uvicorn's server without its own signal handling: the daemon decides what a signal means."""
+
+    def __new__(cls, config: Any) -> Any:
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self) -> Generator[None, None, None]:
+                yield
+
+        return Server(config)

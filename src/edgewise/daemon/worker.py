@@ -1,0 +1,271 @@
+"""A worker: leases entries from the durable queue, runs the pipelines over their events, and acknowledges them
+once every pipeline and sink has taken them.
+
+Workers run as processes of their own (``edgewise serve --workers N``), so the pipelines use other cores than
+the HTTP server. Each worker batches: it leases up to ``max_batch`` events, runs them, and every
+``commit_interval`` flushes its sinks (a file sink seals its segment), commits the state of stateful steps (with
+the last queue position they include, so a restarted worker never counts an entry into its state twice) and then
+deletes the entries from the queue. A crash anywhere before that delete leaves the entries in flight, and the
+daemon gives them to a worker again: at-least-once, with stable event ids for idempotent sinks.
+
+Where events end up when something fails:
+- a step with ``on_error: fail`` → the queue's dead letters (location ``step:<pipeline>/<step>``);
+- a sink still failing after its retries (and without ``on_error: <sink>``) → every event of that batch goes to
+  the dead letters (location ``sink``); ``edgewise replay-dead-letters`` queues them again with their ids.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+import orjson
+
+from edgewise.config.plan import Plan
+from edgewise.daemon.bodies import decode_body
+from edgewise.daemon.queue import Entry, QueueReader, queue_path
+from edgewise.daemon.telemetry import StepMeter, make_tracer
+from edgewise.engine.local import LocalEngine
+from edgewise.errors import SinkError
+from edgewise.events import Batch
+from edgewise.state import StateStore
+
+QUEUE_POSITION = "<queue>"
+"""The position key under which stateful workers commit the last queue entry their state includes."""
+
+Letter = tuple[str, str, bytes, int, str, str]
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    pipeline_file: str
+    pipeline_text: str
+    base_dir: str
+    data_dir: str
+    index: int = 0
+    max_batch: int = 4096
+    commit_interval: float = 0.5
+    idle_wait: float = 0.01
+    stats_interval: float = 0.5
+    trace: str = "off"
+
+
+def daemon_stores(plan: Plan, data_dir: str) -> dict[str, StateStore]:
+    """Without a ``state:`` section, the daemon keeps stateful steps' state in ``<data dir>/state.db`` (SQLite)
+    rather than in memory: a restarted daemon continues its windows instead of starting them over."""
+    if plan.stores or not plan.stateful_steps():
+        return {}
+    from edgewise.state.sqlite import SqliteStore
+
+    return {"default": SqliteStore(os.path.join(data_dir, "state.db"))}
+
+
+def entry_batch(entry: Entry) -> Batch:
+    payloads = decode_body(entry.kind, entry.body, entry.meta)
+    return Batch(payloads, source=entry.source, ingest_time_us=entry.ingest_us,
+                 event_times=[entry.ingest_us] * len(payloads), ids=entry.event_ids())
+
+
+class Worker:
+    def __init__(self, plan: Plan, options: WorkerOptions, queue: QueueReader,
+                 stores: Mapping[str, StateStore] | None = None) -> None:
+        self.options = options
+        self.queue = queue
+        self.meter = StepMeter(make_tracer(options.trace, plan.name))
+        self.engine = LocalEngine(plan, stores=stores if stores is not None else daemon_stores(plan, options.data_dir),
+                                  commit_interval=0.0, instrument=self.meter)
+        self.engine.ctx.on_failed = self._step_failed
+        self.pending: list[Entry] = []
+        self.letters: list[Letter] = []
+        self.current: list[tuple[Entry, Batch]] = []
+        self.acked = 0
+        self.dead_lettered = 0
+        self.committed_upto = 0
+        self.stopping = False
+        self._last_commit = time.monotonic()
+
+    # -- the loop --------------------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        self.engine.open()
+        self.committed_upto = self.engine.positions.get(QUEUE_POSITION, 0)
+
+    def step(self) -> bool:
+        """Lease and process one batch of entries; commit when due. False when the queue had nothing."""
+        entries = self.queue.lease(self.options.index, self.options.max_batch)
+        if entries:
+            self._process(entries)
+        self.engine.tick()
+        if (self.pending or self.letters) and time.monotonic() - self._last_commit >= self.options.commit_interval:
+            self.commit()  # not sooner, even when idle: each commit seals a file segment, fsyncs, deletes
+        return bool(entries)
+
+    def close(self) -> None:
+        """Commit what was processed, then close sinks and stores (a graceful stop)."""
+        self.commit()
+        self.engine.close()
+        self.queue.close()
+
+    def _process(self, entries: list[Entry]) -> None:
+        todo = [e for e in entries if e.seq > self.committed_upto]
+        # entries at or below committed_upto are in the committed state already (a crash came between the state
+        # commit and the delete): acknowledge them without counting them twice
+        group: list[Entry] = []
+        for entry in todo:
+            if group and entry.source != group[0].source:
+                self._run(group)
+                group = []
+            group.append(entry)
+        if group:
+            self._run(group)
+        self.pending.extend(entries)
+        if self.engine.state.durable:
+            self.engine.positions[QUEUE_POSITION] = max(e.seq for e in entries)
+
+    def _run(self, entries: list[Entry]) -> None:
+        self.current = [(e, entry_batch(e)) for e in entries]
+        batch = Batch.concat([b for _, b in self.current])
+        try:
+            self.engine.process(batch)
+        except SinkError as exc:
+            error = str(exc)
+            for entry, b in self.current:
+                for event_id, payload in zip(b.ids(), b.payloads, strict=True):
+                    self.letters.append((event_id, entry.source, orjson.dumps(payload), entry.ingest_us, "sink",
+                                         error))
+        finally:
+            self.current = []
+
+    def _step_failed(self, one: Batch, exc: Exception, pipeline_id: str, step_id: str) -> None:
+        """Keep the event as it arrived (so a replay runs it from the start), with where and why it failed."""
+        event_id = one.ids()[0]
+        source, payload, ingest = one.source, one.payloads[0], one.ingest_time_us
+        for entry, b in self.current:
+            if event_id in b.ids():
+                source, payload, ingest = entry.source, b.payloads[b.ids().index(event_id)], entry.ingest_us
+                break
+        error = f"{getattr(exc, 'error_class', type(exc).__name__)}: {exc}"
+        self.letters.append((event_id, source, orjson.dumps(payload), ingest, f"step:{pipeline_id}/{step_id}",
+                             error))
+
+    def commit(self) -> None:
+        """Flush sinks, commit state (and the queue position it includes), then acknowledge: in this order, so
+        nothing is deleted from the queue before it is delivered."""
+        self._last_commit = time.monotonic()
+        if not self.pending and not self.letters:
+            return
+        if self.engine.state.durable:
+            self.engine.commit(force=True)
+            self.committed_upto = self.engine.positions.get(QUEUE_POSITION, self.committed_upto)
+        else:
+            self.engine.flush_sinks()
+        self.queue.dead_letter(self.pending, self.letters)
+        self.acked += sum(e.count for e in self.pending)
+        self.dead_lettered += len(self.letters)
+        self.pending = []
+        self.letters = []
+
+    # -- what the daemon sees --------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        stats = self.engine.stats
+        return {
+            "events_in": stats.events_in,
+            "events_out": dict(stats.events_out),
+            "failed": stats.failed,
+            "acked": self.acked,
+            "dead_lettered": self.dead_lettered,
+            "sink_failures": stats.sink_failures,
+            "sink_retries": {sid: r.retries for sid, r in self.engine.runners.items() if r.retries},
+            "step_outcomes": [[step, what, n] for (step, what), n in stats.steps.items()],
+            **self.meter.snapshot(),
+        }
+
+    def lookup(self, step_id: str, key: str) -> dict[str, Any]:
+        try:
+            value = self.engine.state.lookup(step_id, key)
+        except KeyError:
+            return {"error": f"no stateful step {step_id!r}", "status": 404}
+        if value is None:
+            return {"error": f"step {step_id} holds nothing for key {key!r}", "status": 404}
+        return {"value": orjson.loads(orjson.dumps(value, default=str))}
+
+
+def serve_forever(worker: Worker, control: Connection | None, parent: int | None,
+                  stopped: Callable[[], bool]) -> None:
+    """The worker process's loop: work, answer the daemon, stop when told (or when the daemon is gone)."""
+    options = worker.options
+    last_stats = 0.0
+    worker.open()
+    if control is not None:
+        control.send(("ready", options.index))
+    while not (worker.stopping or stopped()):
+        busy = worker.step()
+        now = time.monotonic()
+        if control is not None:
+            if now - last_stats >= options.stats_interval:
+                control.send(("stats", worker.snapshot()))
+                last_stats = now
+            while control.poll(0 if busy else options.idle_wait):
+                _answer(worker, control, control.recv())
+        elif not busy:
+            time.sleep(options.idle_wait)
+        if parent is not None and os.getppid() != parent:
+            return  # the daemon died (kill -9): stop at once, like it; the next daemon recovers our leases
+    worker.close()
+    if control is not None:
+        control.send(("stats", worker.snapshot()))
+        control.send(("stopped", options.index))
+
+
+def _answer(worker: Worker, control: Connection, message: tuple[Any, ...]) -> None:
+    if message[0] == "stop":
+        worker.stopping = True
+    elif message[0] == "lookup":
+        _, request, step_id, key = message
+        control.send(("lookup", request, worker.lookup(step_id, key)))
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the daemon dies, so no orphan keeps leases a new daemon retries."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_process(options: WorkerOptions, control: Connection, parent: int) -> None:
+    """Entry point of a worker process (multiprocessing, spawn)."""
+    _die_with_parent()
+    if os.getppid() != parent:
+        return
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group; the daemon decides
+    stop_requested = False
+
+    def on_term(signum: int, frame: object) -> None:
+        nonlocal stop_requested
+        stop_requested = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    # held while this worker lives: a new daemon waits for it (an orphan must not process alongside the new one)
+    lock = open(os.path.join(options.data_dir, "workers.lock"), "a+")  # noqa: SIM115  # held for the process life
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    from edgewise.config import load_document
+    from edgewise.config.yamlpos import load_text
+
+    try:  # the text the daemon validated, even if the file has changed again since
+        plan = load_document(load_text(options.pipeline_text, options.pipeline_file), base_dir=options.base_dir)
+        worker = Worker(plan, options, QueueReader(queue_path(options.data_dir)))
+    except Exception as exc:  # noqa: BLE001  # tell the daemon why, then exit non-zero
+        control.send(("failed", options.index, f"{type(exc).__name__}: {exc}"))
+        sys.exit(3)
+    serve_forever(worker, control, parent, lambda: stop_requested)
