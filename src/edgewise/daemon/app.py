@@ -13,13 +13,16 @@ import itertools
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edgewise.daemon.bodies import BodyError, check_webhook_body, decode_body, media_type, parse_events
 from edgewise.daemon.openapi import openapi_document
@@ -65,7 +68,58 @@ async def read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def build_app(daemon: Daemon) -> Starlette:
+class EventsEndpoint:
+    """``POST /v1/events`` as a plain ASGI handler (the checks and their order are the module docstring's)."""
+
+    def __init__(self, daemon: Daemon, finish: Any, admit: Any, source_for: Any) -> None:
+        self.daemon = daemon
+        self.finish = finish
+        self.admit = admit
+        self.source_for = source_for
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        headers = Headers(scope=scope)
+        query = scope.get("query_string", b"")
+        name = parse_qs(query.decode("latin-1")).get("source", [None])[0] if query else None
+        source = self.source_for(name)
+        if source is None:
+            response = problem(404, f"no http source {name!r}; sources: {', '.join(self.daemon.http)}")
+        else:
+            response = await self._events(headers, receive, source, started)
+            self.daemon.metrics.requests.labels(source.id, str(response.status_code)).inc()
+        await response(scope, receive, send)
+
+    async def _events(self, headers: Headers, receive: Receive, source: HttpSource, started: float) -> Response:
+        refused = self.admit(headers, source)
+        if refused is not None:
+            return refused  # type: ignore[no-any-return]
+        limit = source.config.max_body
+        declared = headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return problem(413, f"the body is larger than {limit} bytes; send smaller batches")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return problem(400, "the client went away before the body was complete")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return problem(413, f"the body is larger than {limit} bytes; send smaller batches")
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        try:
+            parsed = parse_events(b"".join(chunks), headers.get("content-type"), source.config.max_events)
+        except BodyError as exc:
+            return problem(exc.status, exc.message, exc.problems)
+        append = Append(source.id, parsed.kind, parsed.body, parsed.count, ids=parsed.ids)
+        return await self.finish(source, append, started)  # type: ignore[no-any-return]
+
+
+def build_app(daemon: Daemon) -> ASGIApp:
     stateless_ids = itertools.count(1)
     stateless_run = secrets.token_hex(4)
 
@@ -74,12 +128,12 @@ def build_app(daemon: Daemon) -> Starlette:
             return next(iter(daemon.http.values()))
         return daemon.http.get(name)
 
-    def admit(request: Request, source: HttpSource) -> Response | None:
+    def admit(headers: Headers, source: HttpSource) -> Response | None:
         refused = None if daemon.stateless is not None else daemon.refuse_reason()
         if refused is not None and refused[0] == 503:
             return problem(*refused)
         try:
-            source.authorize(request.headers.get("authorization"))
+            source.authorize(headers.get("authorization"))
         except AuthError as exc:
             return problem(exc.status, exc.message)
         return problem(*refused) if refused is not None else None
@@ -114,31 +168,6 @@ def build_app(daemon: Daemon) -> Starlette:
         finally:
             runner.leave()
 
-    async def post_events(request: Request) -> Response:
-        started = time.perf_counter()
-        source = source_for(request.query_params.get("source"))
-        if source is None:
-            return problem(404, f"no http source {request.query_params.get('source')!r}; sources: "
-                           f"{', '.join(daemon.http)}")
-        response = await _events(request, source, started)
-        daemon.metrics.requests.labels(source.id, str(response.status_code)).inc()
-        return response
-
-    async def _events(request: Request, source: HttpSource, started: float) -> Response:
-        refused = admit(request, source)
-        if refused is not None:
-            return refused
-        content_type = request.headers.get("content-type")
-        try:
-            body = await read_body(request, source.config.max_body)
-            parsed = parse_events(body, content_type, source.config.max_events)
-        except TooLarge:
-            return problem(413, f"the body is larger than {source.config.max_body} bytes; send smaller batches")
-        except BodyError as exc:
-            return problem(exc.status, exc.message, exc.problems)
-        append = Append(source.id, parsed.kind, parsed.body, parsed.count, ids=parsed.ids)
-        return await finish(source, append, started)
-
     async def post_webhook(request: Request) -> Response:
         started = time.perf_counter()
         name = request.path_params["source"]
@@ -150,7 +179,7 @@ def build_app(daemon: Daemon) -> Starlette:
         return response
 
     async def _webhook(request: Request, source: HttpSource, started: float) -> Response:
-        refused = admit(request, source)
+        refused = admit(request.headers, source)
         if refused is not None:
             return refused
         try:
@@ -205,13 +234,12 @@ def build_app(daemon: Daemon) -> Starlette:
                            "value": found["value"]})
 
     async def openapi(request: Request) -> Response:
-        return reply(200, openapi_document())
+        return reply(200, openapi_document(list(daemon.http), [s.id for s in daemon.spec.plan.stateful_steps()]))
 
     async def ui(request: Request) -> Response:
         return HTMLResponse(DASHBOARD_HTML)
 
     routes = [
-        Route("/v1/events", post_events, methods=["POST"]),
         Route("/v1/webhooks/{source}", post_webhook, methods=["POST"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
@@ -221,7 +249,18 @@ def build_app(daemon: Daemon) -> Starlette:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/ui", ui, methods=["GET"]),
     ]
-    return Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+    events = EventsEndpoint(daemon, finish, admit, source_for)
+    routes.append(Route("/v1/events", events, methods=["POST"]))  # for 405 on other methods; POST goes direct
+    app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
+
+    async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        # POST /v1/events is the hot path: straight to its handler, past Starlette's routing and middleware
+        if scope["type"] == "http" and scope["path"] == "/v1/events" and scope["method"] == "POST":
+            await events(scope, receive, send)
+        else:
+            await app(scope, receive, send)
+
+    return dispatch
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
@@ -229,4 +268,8 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
-    return problem(405, f"{request.method} is not allowed on {request.url.path}; see /openapi.json")
+    response = problem(405, f"{request.method} is not allowed on {request.url.path}; see /openapi.json")
+    allow = (getattr(exc, "headers", None) or {}).get("Allow")
+    if allow:
+        response.headers["Allow"] = allow
+    return response

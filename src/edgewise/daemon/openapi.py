@@ -49,8 +49,12 @@ STATELESS_OK = _json("stateless mode: the pipelines ran; their results by pipeli
     "type": "object", "required": ["results"], "properties": {"results": {"type": "object"}}})
 
 
-def openapi_document() -> dict[str, Any]:
-    source_param = {"name": "source", "in": "query", "required": False, "schema": {"type": "string"},
+def openapi_document(sources: list[str] | None = None, steps: list[str] | None = None) -> dict[str, Any]:
+    """The API description; with the running daemon's http sources and stateful steps, their ids are listed as
+    examples (so a client generator or a fuzzer reaches them)."""
+    source_schema: dict[str, Any] = {"type": "string", "examples": sources} if sources else {"type": "string"}
+    step_schema: dict[str, Any] = {"type": "string", "examples": steps} if steps else {"type": "string"}
+    source_param = {"name": "source", "in": "query", "required": False, "schema": source_schema,
                     "description": "the http source to post to (default: the first one)"}
     events_body = {"required": True, "content": {
         "application/json": {"schema": {"oneOf": [{"$ref": "#/components/schemas/Event"},
@@ -76,7 +80,7 @@ def openapi_document() -> dict[str, Any]:
             "/v1/webhooks/{source}": {"post": {
                 "summary": "a webhook delivery; the raw body is kept and its signature verified",
                 "operationId": "postWebhook",
-                "parameters": [{"name": "source", "in": "path", "required": True, "schema": {"type": "string"}},
+                "parameters": [{"name": "source", "in": "path", "required": True, "schema": source_schema},
                                {"name": "X-GitHub-Event", "in": "header", "required": False,
                                 "schema": {"type": "string"}},
                                {"name": "X-GitHub-Delivery", "in": "header", "required": False,
@@ -99,7 +103,7 @@ def openapi_document() -> dict[str, Any]:
                                                                                                  "state"]})}}},
             "/v1/state/{step}/{key}": {"get": {
                 "summary": "what a stateful step holds for one key (queryable state)", "operationId": "state",
-                "parameters": [{"name": "step", "in": "path", "required": True, "schema": {"type": "string"}},
+                "parameters": [{"name": "step", "in": "path", "required": True, "schema": step_schema},
                                {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "responses": {
                     "200": _json("the state", {"type": "object", "required": ["step", "key", "value"]}),

@@ -103,6 +103,10 @@ class Worker:
         entries = self.queue.lease(self.options.index, self.options.max_batch)
         if entries:
             self._process(entries)
+            if sum(e.count for e in entries) < self.options.max_batch:
+                # a small lease means the queue is nearly empty: let it fill a little, so that the worker does not
+                # take the queue's write lock once per arriving request and slow the appender down
+                time.sleep(self.options.idle_wait)
         self.engine.tick()
         if (self.pending or self.letters) and time.monotonic() - self._last_commit >= self.options.commit_interval:
             self.commit()  # not sooner, even when idle: each commit seals a file segment, fsyncs, deletes

@@ -1,0 +1,205 @@
+"""Durable ingest of the edge daemon: NDJSON batches of 1,000 events and single-event POSTs, for each fsync
+policy, with reply latency (p50/p99), next to the raw limit measured in the same run: parse + framed append +
+fdatasync per 1,000 events to a plain file, in one Python process.
+
+The daemon runs as `edgewise serve` (a process of its own, its worker another); the load comes from this process
+over loopback with an asyncio HTTP/1.1 client (keep-alive connections). Closed loop (each connection sends its
+next request when the reply arrives) for throughput; open loop at half the measured single-event throughput for
+the latency target, timed from each request's scheduled send time so queueing delay is not hidden.
+
+    python bench/ingest.py [--seconds 5] [--out bench/results/ingest.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.common import ROOT  # noqa: E402
+
+PIPELINE = """
+version: 1
+pipelines:
+  - id: p
+    steps:
+      - filter: {id: views, where: "event_type = 'view'"}
+    to: [out]
+sinks:
+  - {id: out, type: file, path: ./out, max_events: 1000000}
+"""
+
+
+def sample_events(n: int) -> list[bytes]:
+    from edgewise.sources.ysb import YsbWorkload
+
+    return [orjson.dumps(e) for e in YsbWorkload(seed=1).events(n)]
+
+
+def raw_limit(lines: list[bytes], directory: str, seconds: float) -> float:
+    """Events/s of parse + length-framed append + fdatasync per 1,000 events, to a file (the floor of any durable
+    queue written from Python)."""
+    path = os.path.join(directory, "raw.log")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    done = 0
+    start = time.perf_counter()
+    try:
+        while time.perf_counter() - start < seconds:
+            for i in range(0, len(lines), 1000):
+                chunk = lines[i:i + 1000]
+                for line in chunk:
+                    orjson.loads(line)
+                os.write(fd, b"".join(len(x).to_bytes(4, "little") + x for x in chunk))
+                os.fdatasync(fd)
+                done += len(chunk)
+    finally:
+        os.close(fd)
+    return done / (time.perf_counter() - start)
+
+
+class Client:
+    """A minimal keep-alive HTTP/1.1 client: enough to load a local server without measuring a client library."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def post(self, path: str, body: bytes, content_type: str) -> int:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        assert self.reader is not None
+        self.writer.write(f"POST {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: {content_type}\r\n"
+                          f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        status = int(head[9:12])
+        m = re.search(rb"(?i)content-length: (\d+)", head)
+        await self.reader.readexactly(int(m.group(1)) if m else 0)
+        return status
+
+
+async def closed_loop(port: int, bodies: list[bytes], content_type: str, connections: int, seconds: float,
+                      events_per_request: int) -> dict[str, Any]:
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    deadline = time.perf_counter() + seconds
+
+    async def run(k: int) -> None:
+        client = Client("127.0.0.1", port)
+        i = k
+        while time.perf_counter() < deadline:
+            started = time.perf_counter()
+            status = await client.post("/v1/events", bodies[i % len(bodies)], content_type)
+            latencies.append(time.perf_counter() - started)
+            statuses[str(status)] = statuses.get(str(status), 0) + 1
+            i += connections
+
+    start = time.perf_counter()
+    await asyncio.gather(*(run(k) for k in range(connections)))
+    elapsed = time.perf_counter() - start
+    ok = statuses.get("202", 0)
+    return {"events_per_s": ok * events_per_request / elapsed, "requests_per_s": ok / elapsed,
+            "p50_ms": _pct(latencies, 50), "p99_ms": _pct(latencies, 99), "statuses": statuses,
+            "connections": connections}
+
+
+async def open_loop(port: int, bodies: list[bytes], rate: float, seconds: float,
+                    connections: int = 64) -> dict[str, Any]:
+    """Requests scheduled at a fixed rate; latency from each request's scheduled time."""
+    latencies: list[float] = []
+    statuses: dict[str, int] = {}
+    idle: asyncio.Queue[Client] = asyncio.Queue()
+    for _ in range(connections):
+        idle.put_nowait(Client("127.0.0.1", port))
+    total = int(rate * seconds)
+    start = time.perf_counter()
+    tasks = []
+
+    async def one(i: int, scheduled: float) -> None:
+        client = await idle.get()
+        status = await client.post("/v1/events", bodies[i % len(bodies)], "application/json")
+        latencies.append(time.perf_counter() - scheduled)
+        statuses[str(status)] = statuses.get(str(status), 0) + 1
+        idle.put_nowait(client)
+
+    for i in range(total):
+        scheduled = start + i / rate
+        delay = scheduled - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(one(i, scheduled)))
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    return {"target_rate": rate, "achieved_per_s": statuses.get("202", 0) / elapsed, "p50_ms": _pct(latencies, 50),
+            "p99_ms": _pct(latencies, 99), "statuses": statuses}
+
+
+def _pct(values: list[float], p: int) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return round(1000 * ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))], 3)
+
+
+def start_daemon(directory: str, fsync: str) -> tuple[subprocess.Popen[str], int]:
+    pipeline = os.path.join(directory, "pipeline.yaml")
+    Path(pipeline).write_text(PIPELINE)
+    proc = subprocess.Popen([sys.executable, "-m", "edgewise", "serve", pipeline, "--port", "0", "--data-dir",
+                             os.path.join(directory, f"data-{fsync}"), "--fsync", fsync, "--high-water",
+                             "100000000"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=directory)
+    assert proc.stderr is not None
+    port = 0
+    for line in proc.stderr:
+        m = re.search(r"listening url=http://[^:]+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+        if " ready" in line:
+            break
+    return proc, port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest.json"))
+    args = parser.parse_args()
+    events = sample_events(20_000)
+    batches = [b"\n".join(events[i:i + 1000]) + b"\n" for i in range(0, len(events), 1000)]
+    singles = events[:5000]
+    results: dict[str, Any] = {"command": "python bench/ingest.py " + " ".join(sys.argv[1:]),
+                               "event_bytes": round(statistics.mean(len(e) for e in events)), "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(dir=ROOT / "bench") as directory:
+        results["raw_limit_events_per_s"] = raw_limit(events, directory, args.seconds)
+        print(f"raw limit (parse + append + fdatasync per 1,000): {results['raw_limit_events_per_s']:,.0f} events/s")
+        for fsync in ("group", "always", "none"):
+            proc, port = start_daemon(directory, fsync)
+            try:
+                batched = asyncio.run(closed_loop(port, batches, "application/x-ndjson", 4, args.seconds, 1000))
+                single = asyncio.run(closed_loop(port, singles, "application/json", 32, args.seconds, 1))
+                half = asyncio.run(open_loop(port, singles, max(100.0, single["requests_per_s"] / 2), args.seconds))
+            finally:
+                proc.terminate()
+                proc.wait(60)
+            batched["ratio_to_raw"] = batched["events_per_s"] / results["raw_limit_events_per_s"]
+            results[fsync] = {"batched_1000": batched, "single": single, "single_at_half_rate": half}
+            print(f"fsync={fsync}: batches of 1,000 {batched['events_per_s']:,.0f} events/s "
+                  f"({batched['ratio_to_raw']:.2f}x raw; p50 {batched['p50_ms']} ms, p99 {batched['p99_ms']} ms); "
+                  f"single {single['requests_per_s']:,.0f}/s (p50 {single['p50_ms']} ms, p99 {single['p99_ms']} ms); "
+                  f"at {half['target_rate']:,.0f}/s: p50 {half['p50_ms']} ms, p99 {half['p99_ms']} ms")
+    Path(args.out).write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
+    print(f"written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()

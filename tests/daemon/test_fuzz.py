@@ -1,0 +1,41 @@
+"""Property-based fuzzing of the daemon's HTTP API with schemathesis, driven by the daemon's own /openapi.json:
+no 5xx, responses as documented (status codes, content types, schemas), 405 with Allow for other methods, and
+the daemon still healthy afterwards."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import need
+
+
+@pytest.mark.slow
+def test_schemathesis_finds_no_server_error(start_daemon, tmp_path: Path) -> None:
+    st = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
+    need(Path(st).exists(), "schemathesis (pip install schemathesis)")
+    d = start_daemon(f"""
+version: 1
+sources:
+  - {{id: api, type: http}}
+  - {{id: hooks, type: http, signature: github, secret: s3cret}}
+pipelines:
+  - id: p
+    steps:
+      - aggregate: {{id: totals, key: [dev], aggs: {{n: "count()"}}, into: agg}}
+    to: [out]
+sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
+""")
+    result = subprocess.run(
+        [st, "run", f"{d.url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
+         "--request-timeout", "10", "--generation-deterministic"],
+        capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    assert "passed" in result.stdout
+    assert d.client.get("/healthz").status_code == 200
+    assert d.client.get("/readyz").status_code == 200
+    assert "Traceback" not in d.log.getvalue()

@@ -1,0 +1,93 @@
+"""The durable queue on its own: group commit, ids, leases, recovery of in-flight entries, poison entries, dead
+letters and their replay, a size cap that refuses instead of corrupting."""
+
+from __future__ import annotations
+
+import threading
+
+import orjson
+import pytest
+
+from edgewise.daemon.queue import Append, QueueFull, QueueReader, QueueWriter
+
+
+@pytest.fixture
+def path(tmp_path):
+    return str(tmp_path / "queue.db")
+
+
+def test_concurrent_appends_share_commits_and_get_distinct_ids(path):
+    writer = QueueWriter(path, "group")
+    futures = []
+    barrier = threading.Barrier(8)
+
+    def submit(t: int) -> None:
+        barrier.wait()
+        for i in range(50):
+            futures.append(writer.submit(Append("http", "json", orjson.dumps([{"t": t, "i": i}] * 3), 3)))
+
+    threads = [threading.Thread(target=submit, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    firsts = sorted(f.result(10) for f in futures)
+    assert firsts == list(range(1, 1 + 3 * 400, 3))  # every event number once, no gaps
+    assert writer.commits < 400  # requests waiting together went into one commit
+    writer.close()
+    reader = QueueReader(path)
+    assert reader.stats().queued_events == 1200
+
+
+def test_always_commits_each_request_alone(path):
+    writer = QueueWriter(path, "always")
+    for f in [writer.submit(Append("s", "json", b"{}", 1)) for _ in range(20)]:
+        f.result(10)
+    assert writer.commits == 20
+    writer.close()
+
+
+def test_leases_acks_recovery_and_poison(path):
+    writer = QueueWriter(path, "none")
+    for n in range(4):
+        writer.submit(Append("s", "ndjson", b'{"n": %d}\n{"n": 0}\n' % n, 2)).result(10)
+    reader = QueueReader(path)
+    first = reader.lease(worker=0, max_events=3)
+    assert [e.seq for e in first] == [1]  # a second entry would exceed 3 events
+    assert first[0].event_ids() == ["s:1", "s:2"]
+    second = reader.lease(worker=1, max_events=100)
+    assert [e.seq for e in second] == [2, 3, 4]
+    reader.ack(first)
+    assert reader.stats().queued_events == 6 and reader.stats().in_flight_entries == 3
+    # worker 1 crashed: its entries wait again (attempt 1 of 2)
+    assert reader.recover(max_attempts=2, worker=1) == (3, 0)
+    again = reader.lease(worker=1, max_events=100)
+    assert [e.attempts for e in again] == [1, 1, 1]
+    # and crashed again: now they are set aside as dead letters instead of crashing workers forever
+    assert reader.recover(max_attempts=2) == (0, 3)
+    stats = reader.stats()
+    assert stats.queued_events == 0 and stats.dead_letters == 6
+    letters = reader.dead_letters()
+    assert [d.event_id for d in letters] == ["s:3", "s:4", "s:5", "s:6", "s:7", "s:8"]
+    assert letters[0].payload == {"n": 1} and letters[0].location == "worker"
+    assert reader.replay_dead_letters([letters[0].n]) == 1
+    replayed = reader.lease(worker=0, max_events=10)
+    assert replayed[0].event_ids() == ["s:3"] and replayed[0].body == b'{"n":1}'
+    writer.close()
+
+
+def test_a_size_cap_refuses_without_damage(path):
+    writer = QueueWriter(path, "group", max_bytes=150_000)
+    results = []
+    for _ in range(6):
+        try:
+            results.append(writer.submit(Append("s", "json", b'{"pad": "' + b"x" * 50_000 + b'"}', 1)).result(10))
+        except QueueFull:
+            results.append("full")
+    assert "full" in results and results[0] == 1
+    reader = QueueReader(path)
+    reader.ack(reader.lease(0, 100))
+    assert reader.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    # space freed by acknowledged entries is used again
+    assert isinstance(writer.submit(Append("s", "json", b"{}", 1)).result(10), int)
+    writer.close()
