@@ -35,6 +35,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python -m pip install --quiet bytewax
 	$(BIN)/python bench/ysb_stateless.py
 	$(BIN)/python bench/ysb_windowed.py
+	$(BIN)/python bench/ingest.py
 
 spark-expected: install  ## recompute tests/data/spark_expected.json with real Spark (installs the spark extra)
 	$(BIN)/python -m pip install --quiet -e '.[spark]'

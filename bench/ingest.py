@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.common import ROOT  # noqa: E402
+from bench.common import ROOT
 
 PIPELINE = """
 version: 1

@@ -118,7 +118,7 @@ def test_two_writers_racing_on_one_key_lose_no_update(factory: StoreFactory) -> 
     must land: a writer whose CAS fails re-reads and retries."""
     increments = 150
     conflicts = [0, 0]
-    start = threading.Barrier(2)
+    start = threading.Barrier(2, timeout=60)  # a writer that fails to open must not hang the other
 
     def writer(n: int) -> None:
         store = factory()

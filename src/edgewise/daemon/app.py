@@ -87,7 +87,8 @@ class EventsEndpoint:
             response = problem(404, f"no http source {name!r}; sources: {', '.join(self.daemon.http)}")
         else:
             response = await self._events(headers, receive, source, started)
-            self.daemon.metrics.requests.labels(source.id, str(response.status_code)).inc()
+            if response.status_code != 202:
+                self.daemon.metrics.replied(source.id, response.status_code)
         await response(scope, receive, send)
 
     async def _events(self, headers: Headers, receive: Receive, source: HttpSource, started: float) -> Response:
@@ -142,14 +143,14 @@ def build_app(daemon: Daemon) -> ASGIApp:
         if daemon.stateless is not None:
             return await run_stateless(source, append)
         try:
-            first = await asyncio.wrap_future(daemon.submit(append))
+            first = await daemon.submit_async(append)
         except QueueFull as exc:
             return problem(507, str(exc))
         except Exception as exc:  # noqa: BLE001  # any queue failure: nothing was acknowledged, say so
             return problem(503, f"the event could not be queued: {exc}")
         ids = append.ids if append.ids is not None else [f"{source.id}:{n}" for n in range(first,
                                                                                            first + append.count)]
-        daemon.metrics.reply_seconds.labels(source.id).observe(time.perf_counter() - started)
+        daemon.metrics.replied(source.id, 202, time.perf_counter() - started)
         return reply(202, {"accepted": append.count, "ids": ids})
 
     async def run_stateless(source: HttpSource, append: Append) -> Response:
@@ -175,7 +176,8 @@ def build_app(daemon: Daemon) -> ASGIApp:
         if source is None:
             return problem(404, f"no http source {name!r}; sources: {', '.join(daemon.http)}")
         response = await _webhook(request, source, started)
-        daemon.metrics.requests.labels(source.id, str(response.status_code)).inc()
+        if response.status_code != 202:
+            daemon.metrics.replied(source.id, response.status_code)
         return response
 
     async def _webhook(request: Request, source: HttpSource, started: float) -> Response:

@@ -125,3 +125,20 @@ class DaemonMetrics:
         self.reloads = Counter("edgewise_reloads", "pipeline reloads (SIGHUP) by result", ["result"],
                                registry=self.registry)
         self.registry.register(WorkerCollector(self.workers, queue_stats))
+        self._children: dict[tuple[str, ...], Any] = {}
+
+    def _child(self, metric: Any, *labels: str) -> Any:
+        """A labelled series, looked up once (``labels()`` takes a lock and builds a key on every call)."""
+        key = (metric._name, *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def ingested(self, source: str, events: int) -> None:
+        self._child(self.ingest_events, source).inc(events)
+
+    def replied(self, source: str, status: int, seconds: float | None = None) -> None:
+        self._child(self.requests, source, str(status)).inc()
+        if seconds is not None:
+            self._child(self.reply_seconds, source).observe(seconds)

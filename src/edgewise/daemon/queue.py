@@ -23,6 +23,8 @@ dead-lettered instead, so one poisonous request cannot crash the daemon forever.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import queue as stdqueue
 import sqlite3
@@ -38,6 +40,7 @@ import orjson
 
 from edgewise.daemon.bodies import decode_body
 from edgewise.errors import EdgewiseError
+from edgewise.state.sqlite import enable_wal
 
 FsyncPolicy = Literal["always", "group", "none"]
 FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("always", "group", "none")
@@ -152,7 +155,7 @@ def queue_path(data_dir: str) -> str:
 def connect(path: str, *, synchronous: str = "NORMAL", max_bytes: int | None = None) -> sqlite3.Connection:
     """A connection in WAL mode with explicit transactions (``isolation_level=None``)."""
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.0)
-    conn.execute("PRAGMA journal_mode=WAL")
+    enable_wal(conn)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA busy_timeout=0")  # write locks are retried by ``transaction``; reads never wait in WAL
     if max_bytes is not None:
@@ -342,12 +345,19 @@ class QueueWriter:
         self.queued_events = _meta(self.conn, "queued_events")
         """Queued events as of this writer's last commit plus workers' acks it has been told about."""
         self.commits = 0
-        self._pending: stdqueue.SimpleQueue[tuple[Append, Future[int]] | None] = stdqueue.SimpleQueue()
+        self._pending: stdqueue.SimpleQueue[tuple[Append, Waiter] | None] = stdqueue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="edgewise-queue-writer", daemon=True)
         self._thread.start()
 
     def submit(self, append: Append) -> Future[int]:
         future: Future[int] = Future()
+        self._pending.put((append, future))
+        return future
+
+    def submit_async(self, append: Append) -> asyncio.Future[int]:
+        """Like ``submit``, for a coroutine on the running loop: the futures of one commit are resolved with one
+        wake-up of the loop, not one per request."""
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending.put((append, future))
         return future
 
@@ -378,7 +388,7 @@ class QueueWriter:
                 group.append(more)
             self._commit(group)
 
-    def _commit(self, group: list[tuple[Append, Future[int]]]) -> None:
+    def _commit(self, group: list[tuple[Append, Waiter]]) -> None:
         firsts: list[int] = []
         number = self.next_event
         rows = []
@@ -412,11 +422,36 @@ class QueueWriter:
         except sqlite3.Error as exc:
             error: QueueError = (QueueFull(f"the queue is full: {exc}") if _is_full(exc)
                                  else QueueError(f"the queue could not write: {exc}"))
-            for _, future in group:
-                future.set_exception(error)
+            _settle(group, [error] * len(group))
             return
         self.next_event = number
         self.queued_events += added
         self.commits += 1
-        for (_, future), first in zip(group, firsts, strict=True):
-            future.set_result(first)
+        _settle(group, firsts)
+
+
+Waiter = Future[int] | asyncio.Future[int]
+
+
+def _settle(group: Sequence[tuple[Append, Waiter]], outcomes: Sequence[int | QueueError]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int | QueueError]]] = {}
+    for (_, waiter), outcome in zip(group, outcomes, strict=True):
+        if isinstance(waiter, asyncio.Future):
+            by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
+        elif isinstance(outcome, QueueError):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+    for loop, items in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for these any more
+            loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[tuple[asyncio.Future[int], int | QueueError]]) -> None:
+    for future, outcome in items:
+        if future.done():  # cancelled: the client went away; the events are queued all the same
+            continue
+        if isinstance(outcome, QueueError):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)

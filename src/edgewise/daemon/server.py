@@ -41,7 +41,7 @@ from edgewise.config.plan import Plan
 from edgewise.config.yamlpos import load_text
 from edgewise.daemon.log import Log
 from edgewise.daemon.metrics import DaemonMetrics
-from edgewise.daemon.queue import FsyncPolicy, QueueReader, QueueStats, QueueWriter, queue_path
+from edgewise.daemon.queue import Append, FsyncPolicy, QueueReader, QueueStats, QueueWriter, queue_path
 from edgewise.daemon.worker import WorkerOptions, worker_process
 from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.sources.base import DaemonSource
@@ -167,15 +167,23 @@ class Daemon:
             return QueueStats(0, 0, 0, 0, 0, 0)
         return self.reader.stats()
 
-    def submit(self, append: Any) -> Future[int]:
-        """``Ingest.submit`` for the broker sources; also used by the HTTP handlers."""
+    def submit(self, append: Append) -> Future[int]:
+        """``Ingest.submit``, for the broker sources (on threads of their own)."""
         assert self.writer is not None
-        future = self.writer.submit(append)
+        self._count_in(append)
+        return self.writer.submit(append)
+
+    def submit_async(self, append: Append) -> asyncio.Future[int]:
+        """Queue from a coroutine on the daemon's loop (the HTTP handlers)."""
+        assert self.writer is not None
+        self._count_in(append)
+        return self.writer.submit_async(append)
+
+    def _count_in(self, append: Append) -> None:
         self.queued += append.count
         if self.queued >= self.high_water:  # at once, not at the next refresh: a burst must not overshoot
             self.backpressure = True
-        self.metrics.ingest_events.labels(append.source).inc(append.count)
-        return future
+        self.metrics.ingested(append.source, append.count)
 
     def wait_for_room(self) -> None:
         """``Ingest.wait_for_room``: block a broker source's thread while the queue is over its high-water mark."""

@@ -13,6 +13,7 @@ from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
 from edgewise.sinks.table import TableSinkConfig, insert_statement, rows
+from edgewise.state.sqlite import enable_wal
 
 
 class SqliteSinkConfig(TableSinkConfig):
@@ -34,7 +35,7 @@ class SqliteSink(Sink):
     def open(self, ctx: SinkContext) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         self._db = sqlite3.connect(self.path, isolation_level=None, timeout=30, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self._db)
         if self.config.create:
             self._db.execute(f"CREATE TABLE IF NOT EXISTS {self.config.table} (id TEXT PRIMARY KEY, "
                              "source TEXT NOT NULL, event_time_us INTEGER NOT NULL, payload TEXT NOT NULL)")

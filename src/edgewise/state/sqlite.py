@@ -10,11 +10,26 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Mapping
 
 from edgewise.state.base import UNSET, Prev, StateStore
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
+
+
+def enable_wal(db: sqlite3.Connection, timeout_s: float = 30.0) -> None:
+    """Switch to WAL. SQLite may answer "locked" at once here, without its busy handler, while another
+    connection (another process opening the same store) holds a lock: try again for a while."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
 
 
 class SqliteStore(StateStore):
@@ -25,7 +40,7 @@ class SqliteStore(StateStore):
         # autocommit mode (isolation_level=None): transactions are explicit, BEGIN IMMEDIATE takes the write lock
         self._db = sqlite3.connect(path, timeout=timeout_s, isolation_level=None, check_same_thread=False)
         self._lock = threading.Lock()
-        self._db.execute("PRAGMA journal_mode=WAL")
+        enable_wal(self._db)
         self._db.execute(f"PRAGMA synchronous={'FULL' if synchronous.upper() == 'FULL' else 'NORMAL'}")
         self._db.execute(_SCHEMA)
 
