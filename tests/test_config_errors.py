@@ -44,8 +44,8 @@ CASES = {
                        r"steps\[0\]: a step is a map with exactly one key"),
     "duplicate_key": (GOOD + "version: 1\n", r"duplicate key 'version'"),
     "unknown_sink_type": (GOOD + "sinks:\n  - {id: s, type: kafka}\n",
-                          r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: edgewise, file, http, mqtt, nats, "
-                          r"postgres, redis, sqlite, stdout"),
+                          r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: edgewise, file, http, mqtt, "
+                          r"nats, postgres, redis, sqlite, stdout"),
 }
 
 

@@ -252,6 +252,10 @@ class QueueReader:
                 c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
                 _bump(c, "queued_events", -sum(e.count for e in entries))
 
+    def checkpoint(self) -> None:
+        """Copy committed WAL pages into the database without blocking the appender (PASSIVE)."""
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
     def release(self, worker: int | None = None) -> int:
         """Give in-flight entries back (of one worker, or all): a worker stopped or crashed."""
         with transaction(self.conn) as c:
@@ -338,6 +342,9 @@ class QueueWriter:
                  max_group: int = 512) -> None:
         synchronous = {"always": "FULL", "group": "FULL", "none": "OFF"}[fsync]
         self.conn = connect(path, synchronous=synchronous, max_bytes=max_bytes)
+        # checkpoints (copying the WAL into the database, with an fsync) would run inside a group commit and hold
+        # every waiting reply; workers run them instead, in their own processes (QueueReader.checkpoint)
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")
         self.conn.executescript(SCHEMA)
         self.fsync = fsync
         self.max_group = 1 if fsync == "always" else max_group

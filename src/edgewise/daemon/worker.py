@@ -172,6 +172,7 @@ class Worker:
         else:
             self.engine.flush_sinks()
         self.queue.dead_letter(self.pending, self.letters)
+        self.queue.checkpoint()  # here, in the worker's process, rather than inside the daemon's group commits
         self.acked += sum(e.count for e in self.pending)
         self.dead_lettered += len(self.letters)
         self.pending = []
