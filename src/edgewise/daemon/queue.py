@@ -73,6 +73,22 @@ CREATE TABLE IF NOT EXISTS dead (
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0);
+-- the counters follow the rows inside SQLite, in the same statement: an append is then one statement (one
+-- round trip between Python and SQLite, which matters because each one hands the GIL to the event loop)
+CREATE TRIGGER IF NOT EXISTS entries_added AFTER INSERT ON entries BEGIN
+    UPDATE meta SET value = value + NEW.count WHERE key = 'queued_events';
+    UPDATE meta SET value = NEW.first + NEW.count WHERE key = 'next_event' AND NEW.ids IS NULL
+        AND value < NEW.first + NEW.count;
+END;
+CREATE TRIGGER IF NOT EXISTS entries_removed AFTER DELETE ON entries BEGIN
+    UPDATE meta SET value = value - OLD.count WHERE key = 'queued_events';
+END;
+CREATE TRIGGER IF NOT EXISTS dead_added AFTER INSERT ON dead BEGIN
+    UPDATE meta SET value = value + 1 WHERE key = 'dead_events';
+END;
+CREATE TRIGGER IF NOT EXISTS dead_removed AFTER DELETE ON dead BEGIN
+    UPDATE meta SET value = value - 1 WHERE key = 'dead_events';
+END;
 """
 
 
@@ -190,8 +206,21 @@ def _is_full(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(exc)
 
 
-def _bump(conn: sqlite3.Connection, key: str, delta: int) -> None:
-    conn.execute("UPDATE meta SET value = value + ? WHERE key = ?", (delta, key))
+_INSERT = "INSERT INTO entries (source, kind, body, meta, first, count, ids, ingest_us) VALUES"
+_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+def _retry_locked(conn: sqlite3.Connection, sql: str, params: Sequence[Any], timeout: float = 30.0) -> None:
+    """One autocommit statement, retried while another connection holds the write lock."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute(sql, params)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.0002)
 
 
 def _meta(conn: sqlite3.Connection, key: str) -> int:
@@ -236,7 +265,6 @@ class QueueReader:
             return
         with transaction(self.conn) as c:
             c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
-            _bump(c, "queued_events", -sum(e.count for e in entries))
 
     def dead_letter(self, entries: Sequence[Entry], letters: Sequence[tuple[str, str, bytes, int, str, str]],
                     ) -> None:
@@ -247,10 +275,8 @@ class QueueReader:
             c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, error) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
                           [(i, s, p, t, now, where, err) for i, s, p, t, where, err in letters])
-            _bump(c, "dead_events", len(letters))
             if entries:
                 c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
-                _bump(c, "queued_events", -sum(e.count for e in entries))
 
     def checkpoint(self) -> None:
         """Copy committed WAL pages into the database without blocking the appender (PASSIVE)."""
@@ -314,8 +340,6 @@ class QueueReader:
                           "VALUES (?, 'json', ?, 0, 1, ?, ?)",
                           (source, payload, orjson.dumps([event_id]), ingest_us))
             c.executemany("DELETE FROM dead WHERE n = ?", [(r[0],) for r in rows])
-            _bump(c, "dead_events", -len(rows))
-            _bump(c, "queued_events", len(rows))
         return len(rows)
 
     def peek(self, limit: int = 20) -> list[Entry]:
@@ -416,16 +440,16 @@ class QueueWriter:
                 number += append.count
         added = sum(a.count for a, _ in group if a.kind != "dead")
         try:
-            with transaction(self.conn) as c:
-                c.executemany("INSERT INTO entries (source, kind, body, meta, first, count, ids, ingest_us) "
-                              "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                if dead:
+            if dead:  # the rare path: undecodable broker messages go to the dead letters in the same commit
+                with transaction(self.conn) as c:
+                    if rows:
+                        c.executemany(f"{_INSERT} {_ROW}", rows)
                     c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, "
                                   "error) VALUES (?, ?, ?, ?, ?, ?, ?)", dead)
-                    _bump(c, "dead_events", len(dead))
-                # one statement for both counters: every call into SQLite is a GIL hand-off with the event loop
-                c.execute("UPDATE meta SET value = CASE key WHEN 'next_event' THEN ? ELSE value + ? END "
-                          "WHERE key IN ('next_event', 'queued_events')", (number, added))
+            elif rows:
+                # one multi-row INSERT in autocommit mode: one atomic transaction, one call into SQLite
+                _retry_locked(self.conn, f"{_INSERT} {', '.join([_ROW] * len(rows))}",
+                              [value for row in rows for value in row])
         except sqlite3.Error as exc:
             error: QueueError = (QueueFull(f"the queue is full: {exc}") if _is_full(exc)
                                  else QueueError(f"the queue could not write: {exc}"))
