@@ -40,7 +40,7 @@ import orjson
 
 from edgewise.daemon.bodies import decode_body
 from edgewise.errors import EdgewiseError
-from edgewise.state.sqlite import enable_wal
+from edgewise.state.sqlite import enable_wal, retry_locked
 
 FsyncPolicy = Literal["always", "group", "none"]
 FSYNC_POLICIES: tuple[FsyncPolicy, ...] = ("always", "group", "none")
@@ -184,15 +184,7 @@ def connect(path: str, *, synchronous: str = "NORMAL", max_bytes: int | None = N
 def transaction(conn: sqlite3.Connection, timeout: float = 30.0) -> Iterator[sqlite3.Connection]:
     """A write transaction. The write lock is retried here every 0.2 ms rather than by SQLite's busy handler,
     whose back-off sleeps 1 ms and more on every collision between the appender and a worker."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            break
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.0002)
+    retry_locked(lambda: conn.execute("BEGIN IMMEDIATE"), timeout)
     try:
         yield conn
     except BaseException:
@@ -208,19 +200,6 @@ def _is_full(exc: sqlite3.Error) -> bool:
 
 _INSERT = "INSERT INTO entries (source, kind, body, meta, first, count, ids, ingest_us) VALUES"
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
-
-
-def _retry_locked(conn: sqlite3.Connection, sql: str, params: Sequence[Any], timeout: float = 30.0) -> None:
-    """One autocommit statement, retried while another connection holds the write lock."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn.execute(sql, params)
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.0002)
 
 
 def _meta(conn: sqlite3.Connection, key: str) -> int:
@@ -448,8 +427,9 @@ class QueueWriter:
                                   "error) VALUES (?, ?, ?, ?, ?, ?, ?)", dead)
             elif rows:
                 # one multi-row INSERT in autocommit mode: one atomic transaction, one call into SQLite
-                _retry_locked(self.conn, f"{_INSERT} {', '.join([_ROW] * len(rows))}",
-                              [value for row in rows for value in row])
+                sql = f"{_INSERT} {', '.join([_ROW] * len(rows))}"
+                params = [value for row in rows for value in row]
+                retry_locked(lambda: self.conn.execute(sql, params))
         except sqlite3.Error as exc:
             error: QueueError = (QueueFull(f"the queue is full: {exc}") if _is_full(exc)
                                  else QueueError(f"the queue could not write: {exc}"))

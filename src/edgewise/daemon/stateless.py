@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from edgewise.config.plan import Plan
+from edgewise.daemon.worker import lookup_reply
 from edgewise.engine.local import LocalEngine
 from edgewise.errors import SinkError
 from edgewise.events import Batch
@@ -69,13 +70,7 @@ class StatelessRunner:
 
     def lookup(self, step_id: str, key: str) -> dict[str, Any]:
         with self._run_lock:
-            try:
-                value = self.engine.state.lookup(step_id, key)
-            except KeyError:
-                return {"error": f"no stateful step {step_id!r}", "status": 404}
-        if value is None:
-            return {"error": f"step {step_id} holds nothing for key {key!r}", "status": 404}
-        return {"value": value}
+            return lookup_reply(self.engine, step_id, key)
 
     def close(self) -> None:
         self.engine.close()

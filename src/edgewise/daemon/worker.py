@@ -195,13 +195,18 @@ class Worker:
         }
 
     def lookup(self, step_id: str, key: str) -> dict[str, Any]:
-        try:
-            value = self.engine.state.lookup(step_id, key)
-        except KeyError:
-            return {"error": f"no stateful step {step_id!r}", "status": 404}
-        if value is None:
-            return {"error": f"step {step_id} holds nothing for key {key!r}", "status": 404}
-        return {"value": orjson.loads(orjson.dumps(value, default=str))}
+        return lookup_reply(self.engine, step_id, key)
+
+
+def lookup_reply(engine: LocalEngine, step_id: str, key: str) -> dict[str, Any]:
+    """Queryable state as the API answers it: ``{"value": …}`` (plain JSON), or an error with its status."""
+    try:
+        value = engine.state.lookup(step_id, key)
+    except KeyError:
+        return {"error": f"no stateful step {step_id!r}", "status": 404}
+    if value is None:
+        return {"error": f"step {step_id} holds nothing for key {key!r}", "status": 404}
+    return {"value": orjson.loads(orjson.dumps(value, default=str))}
 
 
 def serve_forever(worker: Worker, control: Connection | None, parent: int | None,

@@ -11,25 +11,33 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 from edgewise.state.base import UNSET, Prev, StateStore
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL) WITHOUT ROWID"
 
 
-def enable_wal(db: sqlite3.Connection, timeout_s: float = 30.0) -> None:
-    """Switch to WAL. SQLite may answer "locked" at once here, without its busy handler, while another
-    connection (another process opening the same store) holds a lock: try again for a while."""
+T = TypeVar("T")
+
+
+def retry_locked(attempt: Callable[[], T], timeout_s: float = 30.0, pause_s: float = 0.0002) -> T:
+    """Run ``attempt`` until SQLite stops answering "database is locked" (another connection, perhaps in another
+    process, holds the lock), for at most ``timeout_s``. Used where SQLite's own busy handler does not apply
+    (switching to WAL) or sleeps too long (its back-off starts at 1 ms, which a group commit cannot afford)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            db.execute("PRAGMA journal_mode=WAL")
-            return
+            return attempt()
         except sqlite3.OperationalError as exc:
             if "locked" not in str(exc) or time.monotonic() > deadline:
                 raise
-            time.sleep(0.005)
+            time.sleep(pause_s)
+
+
+def enable_wal(db: sqlite3.Connection) -> None:
+    retry_locked(lambda: db.execute("PRAGMA journal_mode=WAL"), pause_s=0.005)
 
 
 class SqliteStore(StateStore):
