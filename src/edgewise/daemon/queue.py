@@ -74,14 +74,13 @@ CREATE TABLE IF NOT EXISTS dead (
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0);
 -- the counters follow the rows inside SQLite, in the same statement: an append is then one statement (one
--- round trip between Python and SQLite, which matters because each one hands the GIL to the event loop)
+-- round trip between Python and SQLite, which matters because each one hands the GIL to the event loop).
+-- Deletes (acks, by workers) update the count once per transaction instead: a per-row trigger would lengthen the
+-- worker's hold on the write lock, which every waiting reply then waits for.
 CREATE TRIGGER IF NOT EXISTS entries_added AFTER INSERT ON entries BEGIN
     UPDATE meta SET value = value + NEW.count WHERE key = 'queued_events';
     UPDATE meta SET value = NEW.first + NEW.count WHERE key = 'next_event' AND NEW.ids IS NULL
         AND value < NEW.first + NEW.count;
-END;
-CREATE TRIGGER IF NOT EXISTS entries_removed AFTER DELETE ON entries BEGIN
-    UPDATE meta SET value = value - OLD.count WHERE key = 'queued_events';
 END;
 CREATE TRIGGER IF NOT EXISTS dead_added AFTER INSERT ON dead BEGIN
     UPDATE meta SET value = value + 1 WHERE key = 'dead_events';
@@ -202,6 +201,24 @@ _INSERT = "INSERT INTO entries (source, kind, body, meta, first, count, ids, ing
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
 
 
+def _runs(entries: Sequence[Entry]) -> list[tuple[int, int]]:
+    """The entries' sequence numbers as runs (first, last) of consecutive numbers: one statement per run keeps a
+    worker's hold on the write lock short, and every waiting reply waits for that lock."""
+    runs: list[tuple[int, int]] = []
+    for seq in sorted(e.seq for e in entries):
+        if runs and seq == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], seq)
+        else:
+            runs.append((seq, seq))
+    return runs
+
+
+def _delete(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+    """Remove entries and count them out."""
+    conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ?", _runs(entries))
+    conn.execute("UPDATE meta SET value = value - ? WHERE key = 'queued_events'", (sum(e.count for e in entries),))
+
+
 def _meta(conn: sqlite3.Connection, key: str) -> int:
     return int(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
 
@@ -215,7 +232,9 @@ class QueueReader:
         self.path = path
         # a lost ack or lease only means an event is processed again (at-least-once): no fsync needed here
         self.conn = connect(path, synchronous="NORMAL")
+        self.conn.execute("PRAGMA wal_autocheckpoint=0")  # see ``checkpoint``
         self.conn.executescript(SCHEMA)
+        self._last_checkpoint = 0.0
 
     def lease(self, worker: int, max_events: int, max_entries: int = 1000) -> list[Entry]:
         """Take the oldest waiting entries, up to about ``max_events`` events (at least one entry)."""
@@ -234,8 +253,8 @@ class QueueReader:
                 taken.append(_entry(row))
                 events += row[6]
             if taken:
-                c.executemany("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 WHERE seq = ?",
-                              [(worker, e.seq) for e in taken])
+                c.executemany("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 "
+                              "WHERE seq BETWEEN ? AND ?", [(worker, a, b) for a, b in _runs(taken)])
         return taken
 
     def ack(self, entries: Sequence[Entry]) -> None:
@@ -243,7 +262,7 @@ class QueueReader:
         if not entries:
             return
         with transaction(self.conn) as c:
-            c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
+            _delete(c, entries)
 
     def dead_letter(self, entries: Sequence[Entry], letters: Sequence[tuple[str, str, bytes, int, str, str]],
                     ) -> None:
@@ -255,11 +274,15 @@ class QueueReader:
                           "VALUES (?, ?, ?, ?, ?, ?, ?)",
                           [(i, s, p, t, now, where, err) for i, s, p, t, where, err in letters])
             if entries:
-                c.executemany("DELETE FROM entries WHERE seq = ?", [(e.seq,) for e in entries])
+                _delete(c, entries)
 
-    def checkpoint(self) -> None:
-        """Copy committed WAL pages into the database without blocking the appender (PASSIVE)."""
-        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    def checkpoint(self, every: float = 2.0) -> None:
+        """Copy committed WAL pages into the database without blocking the appender (PASSIVE), at most every
+        ``every`` seconds: its fsync of the database file competes with the appender's commits for the disk."""
+        now = time.monotonic()
+        if now - self._last_checkpoint >= every:
+            self._last_checkpoint = now
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     def release(self, worker: int | None = None) -> int:
         """Give in-flight entries back (of one worker, or all): a worker stopped or crashed."""
