@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,16 @@ def start_daemon(directory: str, fsync: str) -> tuple[subprocess.Popen[str], int
     return proc, port
 
 
+def wait_for_workers(port: int, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        queue = orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/queue", timeout=5).read())
+        if queue["workers"] and all(w["ready"] for w in queue["workers"]):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the daemon's workers did not start")
+
+
 @contextlib.contextmanager
 def fresh_daemon(directory: str, fsync: str, pause_workers: bool) -> Iterator[int]:
     """A fresh daemon (empty queue). With ``pause_workers`` its worker processes are stopped (SIGSTOP) while the
@@ -193,6 +204,7 @@ def fresh_daemon(directory: str, fsync: str, pause_workers: bool) -> Iterator[in
     the YSB benchmarks measure). Latency at a fixed rate is measured with the workers running, as in operation."""
     phase = tempfile.mkdtemp(dir=directory)
     proc, port = start_daemon(phase, fsync)
+    wait_for_workers(port)  # a worker still importing at the start would take a core from the measurement
     workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                               text=True).stdout.split()] if pause_workers else []
     for pid in workers:
