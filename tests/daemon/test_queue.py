@@ -8,7 +8,8 @@ import threading
 import orjson
 import pytest
 
-from edgewise.daemon.queue import Append, QueueFull, QueueReader, QueueWriter
+from edgewise.daemon.queue import Append, QueueFull, QueueReader
+from edgewise.daemon.writer import QueueWriter
 
 
 @pytest.fixture

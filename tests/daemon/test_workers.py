@@ -15,9 +15,10 @@ import pytest
 
 from edgewise.cli import main
 from edgewise.config import load_text_plan
-from edgewise.daemon.queue import Append, QueueReader, QueueWriter, queue_path
+from edgewise.daemon.queue import Append, QueueReader, queue_path
 from edgewise.daemon.server import load_spec
 from edgewise.daemon.worker import QUEUE_POSITION, Worker, WorkerOptions
+from edgewise.daemon.writer import QueueWriter
 from edgewise.errors import ConfigError
 from tests.daemon.test_api import read_spool
 

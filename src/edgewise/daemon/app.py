@@ -222,7 +222,7 @@ def build_app(daemon: Daemon) -> ASGIApp:
             **stats, "state": daemon.state, "high_water": daemon.high_water, "low_water": daemon.low_water,
             "backpressure": daemon.backpressure, "disk_full": daemon.disk_full, "fsync": daemon.options.fsync,
             "workers": [{"index": h.index, "pid": h.process.pid, "ready": h.ready, "alive": h.process.is_alive()}
-                        for h in list(daemon.workers.values())],
+                        for h in list(daemon.pool.workers.values())],
             "processed_events": daemon.metrics.workers.total("acked"),
             "sources": {sid: s.status() for sid, s in list(daemon.sources.items())},
             "pipelines": [p.id for p in daemon.spec.plan.pipelines],

@@ -12,7 +12,8 @@ Layout (``<data dir>/queue.db``):
 - ``meta``: the next event number (event ids are ``<source id>:<number>`` unless the request brought its own)
   and the number of queued events (kept in the same transactions as the rows, so it is always exact).
 
-Appends go through one writer thread that commits everything waiting in one transaction (group commit): with
+Appends go through one writer thread (``writer.py``) that commits everything waiting in one transaction (group
+commit): with
 ``fsync: group`` concurrent requests share one fsync and each reply waits for its own commit; ``always`` commits
 (and fsyncs) each request alone; ``none`` leaves flushing to the operating system (an OS crash may lose
 acknowledged events; a process crash does not). Workers lease entries (state 0 → 1), and delete them (ack) only
@@ -23,15 +24,10 @@ dead-lettered instead, so one poisonous request cannot crash the daemon forever.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import queue as stdqueue
 import sqlite3
-import threading
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -193,12 +189,8 @@ def transaction(conn: sqlite3.Connection, timeout: float = 30.0) -> Iterator[sql
     conn.execute("COMMIT")
 
 
-def _is_full(exc: sqlite3.Error) -> bool:
+def is_full_error(exc: sqlite3.Error) -> bool:
     return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(exc)
-
-
-_INSERT = "INSERT INTO entries (source, kind, body, meta, first, count, ids, ingest_us) VALUES"
-_ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def _runs(entries: Sequence[Entry]) -> list[tuple[int, int]]:
@@ -219,7 +211,7 @@ def _delete(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
     conn.execute("UPDATE meta SET value = value - ? WHERE key = 'queued_events'", (sum(e.count for e in entries),))
 
 
-def _meta(conn: sqlite3.Connection, key: str) -> int:
+def meta_value(conn: sqlite3.Connection, key: str) -> int:
     return int(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
 
 
@@ -318,11 +310,11 @@ class QueueReader:
         c = self.conn
         entries, in_flight = c.execute("SELECT count(*), coalesce(sum(state), 0) FROM entries").fetchone()
         size = sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
-        return QueueStats(queued_events=_meta(c, "queued_events"), entries=entries, in_flight_entries=in_flight,
-                          dead_letters=_meta(c, "dead_events"), next_event=_meta(c, "next_event"), bytes=size)
+        return QueueStats(queued_events=meta_value(c, "queued_events"), entries=entries, in_flight_entries=in_flight,
+                          dead_letters=meta_value(c, "dead_events"), next_event=meta_value(c, "next_event"), bytes=size)
 
     def queued_events(self) -> int:
-        return _meta(self.conn, "queued_events")
+        return meta_value(self.conn, "queued_events")
 
     def dead_letters(self, limit: int = 100, after: int = 0) -> list[DeadLetter]:
         rows = self.conn.execute("SELECT n, event_id, source, payload, ingest_us, failed_us, location, error "
@@ -357,135 +349,3 @@ def _entry(row: Sequence[Any]) -> Entry:
     seq, source, kind, body, meta, first, count, ids, ingest_us, attempts = row
     return Entry(seq, source, kind, bytes(body), orjson.loads(meta) if meta else None, first, count,
                  orjson.loads(ids) if ids else None, ingest_us, attempts)
-
-
-class QueueWriter:
-    """Appends with group commit, on one thread of its own. ``submit`` returns a future of the entry's first
-    event number, resolved only after the transaction that holds it is committed (and, unless ``fsync`` is
-    ``none``, synced to disk)."""
-
-    def __init__(self, path: str, fsync: FsyncPolicy = "group", max_bytes: int | None = None,
-                 max_group: int = 512) -> None:
-        synchronous = {"always": "FULL", "group": "FULL", "none": "OFF"}[fsync]
-        self.conn = connect(path, synchronous=synchronous, max_bytes=max_bytes)
-        # checkpoints (copying the WAL into the database, with an fsync) would run inside a group commit and hold
-        # every waiting reply; workers run them instead, in their own processes (QueueReader.checkpoint)
-        self.conn.execute("PRAGMA wal_autocheckpoint=0")
-        self.conn.executescript(SCHEMA)
-        self.fsync = fsync
-        self.max_group = 1 if fsync == "always" else max_group
-        self.next_event = _meta(self.conn, "next_event")
-        self.queued_events = _meta(self.conn, "queued_events")
-        """Queued events as of this writer's last commit plus workers' acks it has been told about."""
-        self.commits = 0
-        self._pending: stdqueue.SimpleQueue[tuple[Append, Waiter] | None] = stdqueue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="edgewise-queue-writer", daemon=True)
-        self._thread.start()
-
-    def submit(self, append: Append) -> Future[int]:
-        future: Future[int] = Future()
-        self._pending.put((append, future))
-        return future
-
-    def submit_async(self, append: Append) -> asyncio.Future[int]:
-        """Like ``submit``, for a coroutine on the running loop: the futures of one commit are resolved with one
-        wake-up of the loop, not one per request."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._pending.put((append, future))
-        return future
-
-    def refresh(self) -> int:
-        """Re-read the queued-event count (workers' acks change it) and return it."""
-        self.queued_events = _meta(self.conn, "queued_events")
-        return self.queued_events
-
-    def close(self) -> None:
-        self._pending.put(None)
-        self._thread.join()
-        self.conn.close()
-
-    def _loop(self) -> None:
-        while True:
-            item = self._pending.get()
-            if item is None:
-                return
-            group = [item]
-            while len(group) < self.max_group:
-                try:
-                    more = self._pending.get_nowait()
-                except stdqueue.Empty:
-                    break
-                if more is None:
-                    self._commit(group)
-                    return
-                group.append(more)
-            self._commit(group)
-
-    def _commit(self, group: list[tuple[Append, Waiter]]) -> None:
-        firsts: list[int] = []
-        number = self.next_event
-        rows = []
-        dead = []
-        for append, _ in group:
-            firsts.append(number)
-            if append.kind == "dead":  # a message that could not be decoded: kept as a dead letter
-                meta = append.meta or {}
-                payload = {"topic": meta.get("topic"), "body": append.body.decode("utf-8", "replace")}
-                dead.append((f"{append.source}:{number}", append.source, orjson.dumps(payload), append.ingest_us,
-                             append.ingest_us, "source", str(meta.get("error", "undecodable"))))
-                number += 1
-                continue
-            rows.append((append.source, append.kind, append.body,
-                         orjson.dumps(append.meta) if append.meta else None, number, append.count,
-                         orjson.dumps(append.ids) if append.ids is not None else None, append.ingest_us))
-            if append.ids is None:
-                number += append.count
-        added = sum(a.count for a, _ in group if a.kind != "dead")
-        try:
-            if dead:  # the rare path: undecodable broker messages go to the dead letters in the same commit
-                with transaction(self.conn) as c:
-                    if rows:
-                        c.executemany(f"{_INSERT} {_ROW}", rows)
-                    c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, "
-                                  "error) VALUES (?, ?, ?, ?, ?, ?, ?)", dead)
-            elif rows:
-                # one multi-row INSERT in autocommit mode: one atomic transaction, one call into SQLite
-                sql = f"{_INSERT} {', '.join([_ROW] * len(rows))}"
-                params = [value for row in rows for value in row]
-                retry_locked(lambda: self.conn.execute(sql, params))
-        except sqlite3.Error as exc:
-            error: QueueError = (QueueFull(f"the queue is full: {exc}") if _is_full(exc)
-                                 else QueueError(f"the queue could not write: {exc}"))
-            _settle(group, [error] * len(group))
-            return
-        self.next_event = number
-        self.queued_events += added
-        self.commits += 1
-        _settle(group, firsts)
-
-
-Waiter = Future[int] | asyncio.Future[int]
-
-
-def _settle(group: Sequence[tuple[Append, Waiter]], outcomes: Sequence[int | QueueError]) -> None:
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int | QueueError]]] = {}
-    for (_, waiter), outcome in zip(group, outcomes, strict=True):
-        if isinstance(waiter, asyncio.Future):
-            by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
-        elif isinstance(outcome, QueueError):
-            waiter.set_exception(outcome)
-        else:
-            waiter.set_result(outcome)
-    for loop, items in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for these any more
-            loop.call_soon_threadsafe(_resolve, items)
-
-
-def _resolve(items: list[tuple[asyncio.Future[int], int | QueueError]]) -> None:
-    for future, outcome in items:
-        if future.done():  # cancelled: the client went away; the events are queued all the same
-            continue
-        if isinstance(outcome, QueueError):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)

@@ -22,8 +22,6 @@ import asyncio
 import contextlib
 import fcntl
 import gc
-import itertools
-import multiprocessing
 import os
 import shutil
 import signal
@@ -34,7 +32,6 @@ import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import dataclass
-from multiprocessing.connection import Connection, wait
 from typing import IO, Any
 
 from edgewise.config import BuildContext, load_document
@@ -42,8 +39,10 @@ from edgewise.config.plan import Plan
 from edgewise.config.yamlpos import load_text
 from edgewise.daemon.log import Log
 from edgewise.daemon.metrics import DaemonMetrics
-from edgewise.daemon.queue import Append, FsyncPolicy, QueueReader, QueueStats, QueueWriter, queue_path
-from edgewise.daemon.worker import WorkerOptions, worker_process
+from edgewise.daemon.pool import WorkerPool
+from edgewise.daemon.queue import Append, FsyncPolicy, QueueReader, QueueStats, queue_path
+from edgewise.daemon.worker import WorkerOptions
+from edgewise.daemon.writer import QueueWriter
 from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.sources.base import DaemonSource
 from edgewise.sources.http import HttpSource, HttpSourceConfig
@@ -106,22 +105,6 @@ def http_sources(plan: Plan) -> dict[str, HttpSource]:
     return found or {"http": HttpSource(HttpSourceConfig(id="http"), build)}
 
 
-class WorkerHandle:
-    def __init__(self, index: int, process: Any, control: Connection) -> None:
-        self.index = index
-        self.process = process
-        self.control = control
-        self.key = (index, process.pid)
-        self.expected_exit = False
-        self.ready = False
-        self.failure: str | None = None
-        self._send_lock = threading.Lock()
-
-    def send(self, message: tuple[Any, ...]) -> None:
-        with self._send_lock, contextlib.suppress(OSError, ValueError):
-            self.control.send(message)
-
-
 class Daemon:
     def __init__(self, options: DaemonOptions, log: Log | None = None) -> None:
         self.options = options
@@ -135,9 +118,6 @@ class Daemon:
         self.queued = 0
         self.backpressure = False
         self.disk_full = False
-        self.workers: dict[int, WorkerHandle] = {}
-        self._lookups: dict[int, Future[dict[str, Any]]] = {}
-        self._requests = itertools.count(1)
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_requested: asyncio.Event | None = None
@@ -151,6 +131,7 @@ class Daemon:
 
             self.stateless = StatelessRunner(self.spec.plan, options.concurrency)
         self.metrics = DaemonMetrics(self.queue_stats)
+        self.pool = WorkerPool(self.data_dir, self._worker_options, self.metrics, self.log, options.max_attempts)
 
     # -- queue access for the HTTP handlers and the broker sources ------------------------------------------
 
@@ -322,10 +303,7 @@ class Daemon:
         stats = self.reader.stats()
         self.log("recovering", waiting_events=stats.queued_events, released_entries=released,
                  dead_lettered_entries=poisoned)
-        self._supervisor = threading.Thread(target=self._supervise, name="edgewise-supervisor", daemon=True)
-        self._supervisor.start()
-        for index in range(self.options.workers):
-            self._start_worker(index)
+        self.pool.start(self.options.workers)
         assert self._stop_requested is not None
         started = time.monotonic()
         while self.reader.queued_events() > 0 and not self._stop_requested.is_set():
@@ -364,104 +342,10 @@ class Daemon:
                              data_dir=self.data_dir, index=index, max_batch=o.max_batch,
                              commit_interval=o.commit_interval, trace=o.trace)
 
-    def _start_worker(self, index: int) -> None:
-        ctx = multiprocessing.get_context("spawn")
-        ours, theirs = ctx.Pipe()
-        process = ctx.Process(target=worker_process, args=(self._worker_options(index), theirs, os.getpid()),
-                              name=f"edgewise-worker-{index}", daemon=False)
-        process.start()
-        theirs.close()
-        self.workers[index] = WorkerHandle(index, process, ours)
-
-    def _supervise(self) -> None:
-        """Read what workers send; restart a worker that died unexpectedly (its leases go back to the queue)."""
-        reader = QueueReader(queue_path(self.data_dir))
-        try:
-            while not self._stop.is_set() or self.workers:
-                handles = list(self.workers.values())
-                if not handles:
-                    time.sleep(0.05)
-                    continue
-                by_conn = {h.control: h for h in handles}
-                by_sentinel = {h.process.sentinel: h for h in handles}
-                for ready in wait([*by_conn, *by_sentinel], timeout=0.2):
-                    if ready in by_conn:
-                        self._receive(by_conn[ready])
-                    elif ready in by_sentinel:
-                        self._exited(by_sentinel[ready], reader)
-        finally:
-            reader.close()
-
-    def _receive(self, handle: WorkerHandle) -> bool:
-        """Handle one message from a worker; False once its end of the pipe is closed."""
-        try:
-            message = handle.control.recv()
-        except (EOFError, OSError):
-            return False
-        kind = message[0]
-        if kind == "stats":
-            self.metrics.workers.update(handle.key, message[1])
-        elif kind == "ready":
-            handle.ready = True
-        elif kind == "lookup":
-            future = self._lookups.pop(message[1], None)
-            if future is not None:
-                future.set_result(message[2])
-        elif kind == "failed":
-            handle.failure = message[2]
-            self.log("worker-failed", level="error", worker=handle.index, error=message[2])
-        return True
-
-    def _exited(self, handle: WorkerHandle, reader: QueueReader) -> None:
-        with contextlib.suppress(OSError):
-            while handle.control.poll() and self._receive(handle):  # what it said last (its final stats)
-                pass
-        handle.process.join()
-        if self.workers.get(handle.index) is handle:
-            del self.workers[handle.index]
-        self.metrics.workers.retire(handle.key)
-        released, poisoned = reader.recover(self.options.max_attempts, handle.index)
-        if handle.expected_exit or self._stop.is_set():
-            return
-        self.log("worker-died", level="error", worker=handle.index, exit_code=handle.process.exitcode,
-                 released_entries=released, dead_lettered_entries=poisoned)
-        if handle.failure is not None:  # it could not even start (a broken sink config): retrying is pointless
-            self.log("worker-not-restarted", level="error", worker=handle.index, error=handle.failure)
-            return
-        self.metrics.worker_restarts.inc()
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._start_worker, handle.index)
-
-    async def _stop_workers(self, timeout: float) -> None:
-        handles = list(self.workers.values())
-        for h in handles:
-            h.expected_exit = True
-            h.send(("stop",))
-        deadline = time.monotonic() + timeout
-        while any(h.process.is_alive() for h in handles) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
-        for h in handles:
-            if h.process.is_alive():
-                self.log("worker-killed", level="warning", worker=h.index, reason="did not stop in time")
-                h.process.kill()
-        while any(self.workers.get(h.index) is h for h in handles):
-            await asyncio.sleep(0.01)
-
     async def lookup(self, step_id: str, key: str) -> dict[str, Any]:
-        handle = self.workers.get(0)
         if self.stateless is not None:
             return self.stateless.lookup(step_id, key)
-        if handle is None or not handle.ready:
-            return {"error": "no worker is running", "status": 503}
-        request = next(self._requests)
-        future: Future[dict[str, Any]] = Future()
-        self._lookups[request] = future
-        handle.send(("lookup", request, step_id, key))
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout=5)
-        except TimeoutError:
-            self._lookups.pop(request, None)
-            return {"error": "the worker did not answer in time", "status": 504}
+        return await self.pool.lookup(step_id, key)
 
     # -- reload and drain -----------------------------------------------------------------------------------
 
@@ -481,10 +365,9 @@ class Daemon:
                 return False
             self.log("reloading", file=self.options.pipeline_file)
             self._stop_sources()
-            await self._stop_workers(self.options.drain_timeout)
+            await self.pool.stop(self.options.drain_timeout)
             self.spec, self.http = spec, http
-            for index in range(self.options.workers):
-                self._start_worker(index)
+            self.pool.start(self.options.workers)
             if self.state == "ready":
                 self._start_sources()
             self.metrics.reloads.labels("applied").inc()
@@ -499,8 +382,9 @@ class Daemon:
         self.state = "draining"
         self._stop_sources()
         self._stop.set()
-        if self.workers:
-            await self._stop_workers(self.options.drain_timeout)
+        self.pool.closing.set()
+        if self.pool.workers:
+            await self.pool.stop(self.options.drain_timeout)
         if self.reader is not None:
             self.reader.release()
             self._refresh()
