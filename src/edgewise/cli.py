@@ -99,7 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser(
         "serve", help="run the edge daemon: HTTP, webhooks, MQTT and NATS into a durable queue, then the pipelines",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run the pipelines as a daemon. Events arrive over HTTP (POST /v1/events, /v1/webhooks/<source>)"
         " and from the file's mqtt and nats sources; each request is acknowledged (202) only after it is durably "
         "queued, and removed from the queue only after every pipeline and sink took it. A killed daemon needs no "

@@ -162,3 +162,23 @@ def test_a_second_daemon_on_the_same_data_dir_is_refused(tmp_path):
     finally:
         first.signal(signal.SIGTERM)
         assert first.wait(60) == 0
+
+
+def test_a_port_in_use_is_a_clear_error(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(PIPELINE.format(version="x", out=tmp_path / "out"))
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    try:
+        result = subprocess.run([sys.executable, "-m", "edgewise", "serve", str(pipeline), "--port",
+                                 str(busy.getsockname()[1]), "--data-dir", str(tmp_path / "data")],
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        busy.close()
+    assert result.returncode == 1
+    assert "cannot listen on 127.0.0.1" in result.stderr and "Traceback" not in result.stderr

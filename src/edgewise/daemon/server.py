@@ -229,7 +229,13 @@ class Daemon:
         # inherited by accepted connections: a reply written in two parts (head, body) must not wait for the
         # client's delayed ACK (Nagle), which costs 40 ms per request on loopback
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self.options.host, self.options.port))
+        try:
+            sock.bind((self.options.host, self.options.port))
+        except OSError as exc:
+            sock.close()
+            self._close_queue()
+            raise EdgewiseError(f"cannot listen on {self.options.host}:{self.options.port}: {exc.strerror}; "
+                                "is another daemon running there? (--port chooses another)") from None
         sock.listen(2048)
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(build_app(self), log_level="warning", lifespan="off", access_log=False,
