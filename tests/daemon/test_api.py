@@ -225,6 +225,7 @@ pipelines:
     r = d.client.get('/v1/state/totals/["a"]')
     assert r.status_code == 200, r.text
     assert r.json()["value"] == {"n": 2, "s": 3}
+    assert d.client.get("/v1/state/totals/a").json()["value"] == {"n": 2, "s": 3}  # a single key's plain value
     assert d.client.get('/v1/state/totals/["zzz"]').status_code == 404
     assert d.client.get("/v1/state/nope/x").status_code == 404
 

@@ -182,3 +182,29 @@ def test_a_port_in_use_is_a_clear_error(tmp_path):
         busy.close()
     assert result.returncode == 1
     assert "cannot listen on 127.0.0.1" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_github_example_served_keeps_pending_completions_queryable(start_daemon, monkeypatch):
+    """examples/github/pipeline.yaml as a daemon: the Octokit deliveries, signed and posted in order; afterwards the
+    queryable state holds exactly the commits a direct walk over the deliveries leaves waiting for CI."""
+    from tests.test_github_completion import commit_of, deliveries, expected_outcomes
+
+    monkeypatch.setenv("GITHUB_WEBHOOK_SECRET", SECRET)
+    d = start_daemon((ROOT / "examples" / "github" / "pipeline.yaml").read_text())
+    items = deliveries()
+    for n, item in enumerate(items):
+        body = orjson.dumps(item["body"])
+        r = d.post("/v1/webhooks/github", body, "application/json", **{
+            "X-GitHub-Event": item["event"], "X-GitHub-Delivery": f"d-{n}", "X-Hub-Signature-256": sign(body)})
+        assert r.status_code == 202, r.text
+    d.wait_processed(len(items))
+    waiting = {sha: seen for sha, status, seen in expected_outcomes(
+        items, {"pushed": {"push"}, "checked": {"status", "check_run", "check_suite"}}) if status == "timed_out"}
+    assert waiting  # the data leaves some commits waiting, or this test would prove nothing
+    for sha, seen in waiting.items():
+        r = d.client.get(f"/v1/state/ci-reported/{sha}")
+        assert r.status_code == 200, r.text
+        assert r.json()["value"]["status"] == "triggered" and ",".join(sorted(r.json()["value"]["seen"])) == seen
+    others = {commit_of(i) for i in items} - set(waiting) - {None}
+    for sha in others:
+        assert d.client.get(f'/v1/state/ci-reported/"{sha}"').status_code == 404  # also in its JSON form

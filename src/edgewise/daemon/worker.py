@@ -198,12 +198,29 @@ class Worker:
         return lookup_reply(self.engine, step_id, key)
 
 
+def key_forms(key: str) -> list[str]:
+    """The ways a client may write a key: as the step prints it (``["a", 1]``, ``"abc"``), or a single key's
+    plain value (``a`` for ``["a"]``, ``abc`` for ``"abc"``)."""
+    forms = [key, orjson.dumps([key]).decode()]
+    try:
+        value = orjson.loads(key)
+    except orjson.JSONDecodeError:
+        return forms
+    if isinstance(value, str):
+        forms.append(value)
+    return forms
+
+
 def lookup_reply(engine: LocalEngine, step_id: str, key: str) -> dict[str, Any]:
     """Queryable state as the API answers it: ``{"value": …}`` (plain JSON), or an error with its status."""
-    try:
-        value = engine.state.lookup(step_id, key)
-    except KeyError:
-        return {"error": f"no stateful step {step_id!r}", "status": 404}
+    value = None
+    for form in key_forms(key):
+        try:
+            value = engine.state.lookup(step_id, form)
+        except KeyError:
+            return {"error": f"no stateful step {step_id!r}", "status": 404}
+        if value is not None:
+            break
     if value is None:
         return {"error": f"step {step_id} holds nothing for key {key!r}", "status": 404}
     return {"value": orjson.loads(orjson.dumps(value, default=str))}
