@@ -186,6 +186,21 @@ def start_daemon(directory: str, fsync: str) -> tuple[subprocess.Popen[str], int
     return proc, port
 
 
+MEMORY: dict[str, dict[str, Any]] = {}
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """The process's peak resident memory (VmHWM), in MB."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
 def wait_for_workers(port: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -212,6 +227,9 @@ def fresh_daemon(directory: str, fsync: str, pause_workers: bool) -> Iterator[in
     try:
         yield port
     finally:
+        MEMORY[f"{fsync}:{len(MEMORY)}"] = {"daemon_peak_rss_mb": peak_rss_mb(proc.pid), "worker_peak_rss_mb": [
+            peak_rss_mb(int(p)) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                                        text=True).stdout.split()]}
         for pid in workers:
             os.kill(pid, signal.SIGCONT)
         proc.kill()  # the queue is thrown away with the directory: no need to drain it
@@ -256,6 +274,11 @@ def main() -> None:
                   f"p99 {single['p99_ms']} ms); at {half['target_rate']:,.0f}/s: p50 {half['p50_ms']} ms, "
                   f"p99 {half['p99_ms']} ms; at {target['target_rate']:,.0f}/s: p50 {target['p50_ms']} ms, "
                   f"p99 {target['p99_ms']} ms", flush=True)
+    results["memory"] = MEMORY
+    daemon_peaks = [m["daemon_peak_rss_mb"] for m in MEMORY.values() if m["daemon_peak_rss_mb"]]
+    if daemon_peaks:
+        print(f"peak RSS: daemon {max(daemon_peaks)} MB; workers "
+              f"{max((w for m in MEMORY.values() for w in m['worker_peak_rss_mb'] if w), default=0)} MB")
     Path(args.out).write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
     print(f"written to {args.out}")
 
