@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import secrets
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
@@ -50,28 +51,41 @@ def problem(status: int, message: str, problems: list[str] | None = None) -> Res
     return reply(status, body, {"Retry-After": retry} if retry else None)
 
 
-class TooLarge(Exception):
-    pass
+class BodyRefused(Exception):
+    """The body was not read: too large (413), or the client went away (400)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    declared = request.headers.get("content-length")
+async def read_body(headers: Headers, receive: Receive, limit: int) -> bytes:
+    """The request body, refused as soon as it (or its declared length) passes ``limit``."""
+    declared = headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise TooLarge
+        raise BodyRefused(413, f"the body is larger than {limit} bytes; send smaller batches")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise BodyRefused(400, "the client went away before the body was complete")
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
-            raise TooLarge
+            raise BodyRefused(413, f"the body is larger than {limit} bytes; send smaller batches")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 class EventsEndpoint:
     """``POST /v1/events`` as a plain ASGI handler (the checks and their order are the module docstring's)."""
 
-    def __init__(self, daemon: Daemon, finish: Any, admit: Any, source_for: Any) -> None:
+    def __init__(self, daemon: Daemon, finish: Callable[[HttpSource, Append, float], Awaitable[Response]],
+                 admit: Callable[[Headers, HttpSource], Response | None],
+                 source_for: Callable[[str | None], HttpSource | None]) -> None:
         self.daemon = daemon
         self.finish = finish
         self.admit = admit
@@ -94,30 +108,17 @@ class EventsEndpoint:
     async def _events(self, headers: Headers, receive: Receive, source: HttpSource, started: float) -> Response:
         refused = self.admit(headers, source)
         if refused is not None:
-            return refused  # type: ignore[no-any-return]
-        limit = source.config.max_body
-        declared = headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            return problem(413, f"the body is larger than {limit} bytes; send smaller batches")
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return problem(400, "the client went away before the body was complete")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                return problem(413, f"the body is larger than {limit} bytes; send smaller batches")
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
+            return refused
         try:
-            parsed = parse_events(b"".join(chunks), headers.get("content-type"), source.config.max_events)
+            body = await read_body(headers, receive, source.config.max_body)
+        except BodyRefused as exc:
+            return problem(exc.status, exc.message)
+        try:
+            parsed = parse_events(body, headers.get("content-type"), source.config.max_events)
         except BodyError as exc:
             return problem(exc.status, exc.message, exc.problems)
         append = Append(source.id, parsed.kind, parsed.body, parsed.count, ids=parsed.ids)
-        return await self.finish(source, append, started)  # type: ignore[no-any-return]
+        return await self.finish(source, append, started)
 
 
 def build_app(daemon: Daemon) -> ASGIApp:
@@ -185,9 +186,9 @@ def build_app(daemon: Daemon) -> ASGIApp:
         if refused is not None:
             return refused
         try:
-            body = await read_body(request, source.config.max_body)
-        except TooLarge:
-            return problem(413, f"the body is larger than {source.config.max_body} bytes")
+            body = await read_body(request.headers, request.receive, source.config.max_body)
+        except BodyRefused as exc:
+            return problem(exc.status, exc.message)
         try:
             source.verify(body, request.headers)
         except AuthError as exc:

@@ -51,8 +51,6 @@ class QueueWriter:
         self.fsync = fsync
         self.max_group = 1 if fsync == "always" else max_group
         self.next_event = meta_value(self.conn, "next_event")
-        self.queued_events = meta_value(self.conn, "queued_events")
-        """Queued events as of this writer's last commit plus workers' acks it has been told about."""
         self.commits = 0
         self._pending: stdqueue.SimpleQueue[tuple[Append, Waiter] | None] = stdqueue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="edgewise-queue-writer", daemon=True)
@@ -69,11 +67,6 @@ class QueueWriter:
         future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending.put((append, future))
         return future
-
-    def refresh(self) -> int:
-        """Re-read the queued-event count (workers' acks change it) and return it."""
-        self.queued_events = meta_value(self.conn, "queued_events")
-        return self.queued_events
 
     def close(self) -> None:
         self._pending.put(None)
@@ -116,7 +109,6 @@ class QueueWriter:
                          orjson.dumps(append.ids) if append.ids is not None else None, append.ingest_us))
             if append.ids is None:
                 number += append.count
-        added = sum(a.count for a, _ in group if a.kind != "dead")
         try:
             if dead:  # the rare path: undecodable broker messages go to the dead letters in the same commit
                 with transaction(self.conn) as c:
@@ -135,7 +127,6 @@ class QueueWriter:
             _settle(group, [error] * len(group))
             return
         self.next_event = number
-        self.queued_events += added
         self.commits += 1
         _settle(group, firsts)
 
