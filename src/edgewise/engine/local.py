@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import BinaryIO, Protocol
 
 from edgewise.clock import Clock, SystemClock
@@ -126,17 +126,12 @@ class LocalEngine:
         pipeline_id, steps, targets = pipeline
         out = batch
         instrument = self.instrument
-        if instrument is None:
+        with nullcontext() if instrument is None else instrument.pipeline(pipeline_id, len(batch)):
             for guarded in steps[start:]:
                 if not len(out):
                     break
-                out = guarded.run(out, self.ctx)
-        else:
-            with instrument.pipeline(pipeline_id, len(batch)):
-                for guarded in steps[start:]:
-                    if not len(out):
-                        break
-                    out = instrument.step(pipeline_id, guarded, out, self.ctx)
+                out = (guarded.run(out, self.ctx) if instrument is None
+                       else instrument.step(pipeline_id, guarded, out, self.ctx))
         self.ctx.stats.events_out[pipeline_id] += len(out)
         for target in targets:
             self._send(target, out)

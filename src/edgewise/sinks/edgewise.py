@@ -14,10 +14,9 @@ import orjson
 from pydantic import Field
 
 from edgewise.config import BuildContext
+from edgewise.daemon.bodies import ENVELOPE_TYPE
 from edgewise.events import Batch
 from edgewise.sinks.http import HttpClientConfig, HttpSink
-
-ENVELOPE_TYPE = "application/vnd.edgewise.events+json"
 
 
 class EdgewiseSinkConfig(HttpClientConfig):

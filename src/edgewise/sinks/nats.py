@@ -14,6 +14,7 @@ import importlib
 import threading
 from typing import Any, ClassVar, Literal
 
+import orjson
 from pydantic import Field
 
 from edgewise.config import BuildContext
@@ -22,14 +23,14 @@ from edgewise.durations import Duration
 from edgewise.errors import PluginError
 from edgewise.events import Batch
 from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
-from edgewise.sinks.table import rows
+from edgewise.sinks.stdout import envelope_of
 
 
 class NatsSinkConfig(SinkConfig):
     type: Literal["nats"] = "nats"
     url: str = Field("nats://127.0.0.1:4222", description="server URL")
     subject: str = Field(min_length=1, description="subject to publish to (a stream must capture it)")
-    envelope: bool = Field(False, description="publish {id, source, event_time_us, payload} instead of the payload")
+    envelope: bool = Field(False, description="publish {id, event_time, source, payload} instead of the payload")
     timeout: Duration = Field(10_000_000, description="how long to wait for JetStream's acknowledgements")
 
 
@@ -65,13 +66,9 @@ class NatsSink(Sink):
                                for msg_id, body in messages))
 
     def write(self, batch: Batch) -> None:
-        import orjson
-
-        if self.config.envelope:
-            messages = [(i, orjson.dumps({"id": i, "source": s, "event_time_us": t, "payload": orjson.loads(p)}))
-                        for i, s, t, p in rows(batch)]
-        else:
-            messages = [(i, orjson.dumps(p, default=str)) for i, p in zip(batch.ids(), batch.payloads, strict=True)]
+        items = ([envelope_of(batch, i) for i in range(len(batch))] if self.config.envelope
+                 else batch.payloads)
+        messages = [(i, orjson.dumps(x, default=str)) for i, x in zip(batch.ids(), items, strict=True)]
         try:
             self._run(self._publish(messages))
         except Exception as exc:  # noqa: BLE001  # connection, timeout, no stream: may pass; retried then dead-lettered
