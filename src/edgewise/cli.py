@@ -22,6 +22,8 @@ examples:
   edgewise validate pipeline.yaml               check a file; errors name file, line, field and expectation
   edgewise explain pipeline.yaml                print the compiled plan
   edgewise test conformance/                    run pipeline unit tests (*.test.yaml)
+  edgewise test conformance/ --engine spark     the same tests as Spark jobs
+  edgewise spark pipeline.yaml --once           run on Spark (exactly-once; pip install 'edgewise[spark]')
   edgewise serve pipeline.yaml --port 8080      the edge daemon: HTTP/MQTT/NATS in, durable queue, workers
   edgewise inspect queue --data-dir DIR         what the daemon's queue holds (also: dead-letters, state)
   edgewise functions                            list the expression functions
@@ -85,16 +87,51 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="print the compiled plan of a pipeline file")
     explain.add_argument("pipeline")
-    explain.add_argument("--engine", choices=["local"], default="local",
-                         help="which engine's plan (the Spark engine is not part of this build yet)")
+    explain.add_argument("--engine", choices=["local", "spark"], default="local",
+                         help="which engine's plan: local (steps and compiled expressions) or spark (each "
+                         "pipeline's Spark physical plan; needs the spark extra)")
+    explain.add_argument("--checkpoint", default=None, metavar="DIR",
+                         help="with --engine spark: the job's checkpoint (input types pinned there are used; "
+                         "default a temporary directory)")
     explain.set_defaults(handler=cmd_explain)
+
+    spark = sub.add_parser(
+        "spark", help="run the pipelines as Spark Structured Streaming jobs (exactly-once; needs the spark extra)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compile each pipeline of the file to a Spark Structured Streaming query and run it: the "
+        "file's sources (a file spool, nats, a generator) are read from where the checkpoint says the last run "
+        "committed; results go to the pipelines' sinks through idempotent writers, so a killed and restarted job "
+        "gives each result exactly once.",
+        epilog="examples:\n"
+        "  edgewise spark pipeline.yaml --checkpoint ./ck            run until stopped (Ctrl-C)\n"
+        "  edgewise spark pipeline.yaml --checkpoint ./ck --once     process what is there, flush windows, stop\n"
+        "  spark-submit --master spark://host:7077 $(which edgewise) spark pipeline.yaml --checkpoint hdfs:///ck")
+    spark.add_argument("pipeline", help="the pipeline file")
+    spark.add_argument("--master", default=None,
+                       help="Spark master URL (default local[*]; under spark-submit, the submitted master)")
+    spark.add_argument("--checkpoint", default="./edgewise-checkpoint", metavar="DIR",
+                       help="checkpoint directory: offsets, state and pinned input types per pipeline "
+                       "(default ./edgewise-checkpoint); keep it to resume, delete it to start over")
+    spark.add_argument("--once", action="store_true",
+                       help="process what the sources hold now, flush open windows, and stop (availableNow)")
+    spark.add_argument("--pipeline", dest="only", action="append", metavar="ID",
+                       help="run only this pipeline (repeatable)")
+    spark.add_argument("--max-files-per-trigger", type=int, default=None, metavar="N",
+                       help="spool segments per micro-batch (default: all available)")
+    spark.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS",
+                       help="micro-batch interval of a continuous job (default 0: back to back)")
+    spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                       help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8")
+    spark.set_defaults(handler=cmd_spark)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files (for editors)")
     schema.set_defaults(handler=cmd_schema)
 
     test = sub.add_parser("test", help="run pipeline unit tests from YAML fixtures (*.test.yaml)")
     test.add_argument("paths", nargs="+", metavar="PATH", help="fixture files or directories")
-    test.add_argument("--engine", choices=["local"], default="local")
+    test.add_argument("--engine", choices=["local", "spark"], default="local",
+                      help="run the cases on the local engine (default) or as Spark jobs (needs the spark extra); "
+                      "cases Spark cannot run are listed as n/a with the reason")
     test.set_defaults(handler=cmd_test)
 
     serve = sub.add_parser(
@@ -242,8 +279,54 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_explain(args: argparse.Namespace) -> int:
     from edgewise.config import load
 
-    print(load(args.pipeline).explain())
+    plan = load(args.pipeline)
+    if args.engine == "local":
+        print(plan.explain())
+        return EXIT_OK
+    import tempfile
+
+    from edgewise.engine.spark.job import SparkJob, SparkOptions
+    from edgewise.engine.spark.session import spark_session
+
+    spark = spark_session(None, app="edgewise-explain")
+    with tempfile.TemporaryDirectory(prefix="edgewise-explain-") as tmp:
+        job = SparkJob(spark, plan, SparkOptions(checkpoint=args.checkpoint or tmp))
+        print(job.explain())
     return EXIT_OK
+
+
+def cmd_spark(args: argparse.Namespace) -> int:
+    from edgewise.config import load
+    from edgewise.engine.spark.job import SparkJob, SparkOptions
+    from edgewise.engine.spark.session import spark_session
+
+    plan = load(args.pipeline)
+    conf = {}
+    for item in args.conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key] = value
+    spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf)
+    options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
+                           trigger_seconds=args.trigger)
+    job = SparkJob(spark, plan, options, pipelines=args.only)
+    print(f"edgewise: {len(job.compiled)} pipelines on Spark {spark.version} ({spark.sparkContext.master}), "
+          f"checkpoint {os.path.abspath(args.checkpoint)}", file=sys.stderr)
+    try:
+        job.run()
+    except KeyboardInterrupt:
+        job.stop()
+        print("edgewise: stopped; the next run resumes from the checkpoint", file=sys.stderr)
+        return 130
+    written = {}
+    for c in job.compiled:
+        for sink, n in c.writer.stats.written.items():
+            written[sink] = written.get(sink, 0) + n
+    summary = ", ".join(f"{n} to {sink}" for sink, n in sorted(written.items())) or "nothing written"
+    print(f"edgewise: done: {summary}", file=sys.stderr)
+    malformed = sum(c.writer.stats.malformed for c in job.compiled)
+    return EXIT_FAILED if malformed else EXIT_OK
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
@@ -256,14 +339,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def cmd_test(args: argparse.Namespace) -> int:
     from edgewise.testing.fixtures import run_fixture_files
 
-    report = run_fixture_files(args.paths)
+    report = run_fixture_files(args.paths, engine=args.engine)
     for r in report.results:
-        mark = "ok  " if r.ok else "FAIL"
+        mark = "ok  " if r.ok else "n/a " if r.unsupported else "FAIL"
         print(f"{mark} {r.file} :: {r.name}")
         if not r.ok:
             for line in r.message.splitlines():
                 print(f"     {line}")
-    print(f"{report.passed} passed, {report.failed} failed")
+    extra = f", {report.unsupported} not available on {args.engine}" if report.unsupported else ""
+    print(f"{report.passed} passed, {report.failed} failed{extra}")
     if not report.results:
         print("edgewise: no fixture files (*.test.yaml) found", file=sys.stderr)
         return EXIT_CONFIG

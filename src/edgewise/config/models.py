@@ -84,6 +84,10 @@ class SourceConfig(Model):
 
     id: Id
     type: str
+    declared_schema: str | None = Field(
+        None, alias="schema", description="Spark engine: a DDL schema of the events' top-level fields (\"speed "
+        "DOUBLE, line STRING\"); field references read those types. Without it the types come from the input "
+        "data (see docs/spark.md)")
 
 
 class SinkConfig(Model):

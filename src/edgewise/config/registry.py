@@ -49,6 +49,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "redis": "edgewise.sinks.redis:RedisSink",
         "nats": "edgewise.sinks.nats:NatsSink",
         "mqtt": "edgewise.sinks.mqtt:MqttSink",
+        "parquet": "edgewise.sinks.parquet:ParquetSink",
     },
 }
 

@@ -53,6 +53,7 @@ class KeyColumns:
     def __init__(self, key: list[str] | dict[str, str]) -> None:
         items = key.items() if isinstance(key, dict) else [(_column_name(text), text) for text in key]
         self.names = [name for name, _ in items]
+        self.texts = [text for _, text in items]
         self.evaluators = [compile_expression(text).evaluate for _, text in items]
         self.sql = [compile_expression(text).sql for _, text in items]
 

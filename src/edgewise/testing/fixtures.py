@@ -87,6 +87,8 @@ class CaseResult:
     name: str
     ok: bool
     message: str = ""
+    unsupported: bool = False
+    """The case cannot run on this engine (``message`` says why); counted apart from passes and failures."""
 
 
 @dataclass
@@ -99,7 +101,11 @@ class FixtureReport:
 
     @property
     def failed(self) -> int:
-        return sum(not r.ok for r in self.results)
+        return sum(not r.ok and not r.unsupported for r in self.results)
+
+    @property
+    def unsupported(self) -> int:
+        return sum(r.unsupported for r in self.results)
 
 
 def find_fixture_files(paths: list[str]) -> list[str]:
@@ -174,12 +180,23 @@ def _now_us(text: str | None) -> int:
     return V.timestamp_to_us(ts)
 
 
-def run_fixture_files(paths: list[str]) -> FixtureReport:
+def run_fixture_files(paths: list[str], engine: str = "local", spark: Any = None) -> FixtureReport:
+    """Run every case of the fixture files on ``engine`` (``local`` or ``spark``; ``spark`` uses the given session,
+    or starts one)."""
     report = FixtureReport()
+    if engine == "spark" and spark is None:
+        from edgewise.engine.spark.session import spark_session
+
+        spark = spark_session("local[2]", app="edgewise-test", shuffle_partitions=2)
     for path in find_fixture_files(paths):
         fixture, plan = load_fixture(path)
         for case in fixture.tests:
-            result = run_case(plan, case)
+            if engine == "spark":
+                from edgewise.engine.spark.fixtures import run_case_on_spark
+
+                result = run_case_on_spark(spark, plan, case, path)
+            else:
+                result = run_case(plan, case)
             result.file = path
             report.results.append(result)
     return report

@@ -1,0 +1,184 @@
+"""What type each event field has on Spark: the contract between the event frame and the expression compiler.
+
+Events travel as a ``MAP<STRING, VARIANT>`` (one VARIANT per top-level field), so a field keeps exactly the JSON
+value it came with. An expression, though, needs a typed value (``speed > 3`` cannot compare a VARIANT), so every
+field reference is read with ``variant_get`` at one type, decided in this order:
+
+1. the source's declared ``schema`` (a DDL string such as ``"speed DOUBLE, line STRING"``);
+2. a field an earlier step set: the type Spark gave its expression;
+3. the type the input data has, inferred once with ``schema_of_variant_agg`` over the input available when the job
+   first starts and pinned in the checkpoint directory, so a restarted job compiles to the same query (integral
+   numbers read as BIGINT, fractions as DOUBLE, text as STRING, arrays as ARRAY of their element type);
+4. otherwise (a field never seen, or seen with several types) the use decides: arithmetic and numeric functions
+   read DOUBLE, conditions BOOLEAN, array functions ``ARRAY<VARIANT>``, comparisons the other side's type, and
+   everything else keeps the VARIANT (written back unchanged; string functions read it as STRING).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+@dataclass
+class FieldTypes:
+    """Known field types by path: a Spark SQL type name (``bigint``, ``array<string>``) at each leaf; objects nest
+    as dicts."""
+
+    tree: dict[str, Any] = field(default_factory=dict)
+
+    def type_of(self, path: list[str]) -> str | None:
+        node: Any = self.tree
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node if isinstance(node, str) else None
+
+    def set(self, path: list[str], spark_type: str | None) -> None:
+        node = self.tree
+        for part in path[:-1]:
+            child = node.get(part)
+            if not isinstance(child, dict):
+                child = node[part] = {}
+            node = child
+        if spark_type is None:
+            node.pop(path[-1], None)
+        else:
+            node[path[-1]] = spark_type
+
+    def drop(self, path: list[str]) -> None:
+        self.set(path, None)
+
+    def keep(self, names: list[str]) -> None:
+        self.tree = {k: v for k, v in self.tree.items() if k in names}
+
+    def copy(self) -> FieldTypes:
+        import copy
+
+        return FieldTypes(copy.deepcopy(self.tree))
+
+
+# ---------------------------------------------------------------- schema_of_variant text
+
+
+_TOKEN = re.compile(r"\s*(`(?:[^`]|``)*`|[A-Za-z_][A-Za-z0-9_]*|\d+|[<>:,()])")
+
+
+def _tokens(text: str) -> list[str]:
+    out: list[str] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            if text[pos:].strip():
+                raise ValueError(f"cannot read the type {text!r} at {pos}")
+            break
+        out.append(m.group(1))
+        pos = m.end()
+    return out
+
+
+def parse_variant_schema(text: str) -> Any:
+    """``OBJECT<a: BIGINT, b: ARRAY<STRING>>`` (``schema_of_variant``'s form) → ``{"a": "bigint", "b": ...}``.
+
+    Types that JSON cannot give exactly map to what the local engine reads: DECIMAL with a scale is DOUBLE (a
+    JSON fraction is a double there), an integral DECIMAL of up to 18 digits is BIGINT. VARIANT (mixed types) and
+    VOID (only nulls) give ``None``: the use decides.
+    """
+    tokens = _tokens(text)
+    pos = 0
+
+    def take() -> str:
+        nonlocal pos
+        tok = tokens[pos]
+        pos += 1
+        return tok
+
+    def parse() -> Any:
+        name = take().upper()
+        if name == "OBJECT":
+            take()  # <
+            fields: dict[str, Any] = {}
+            if tokens[pos] == ">":
+                take()
+                return fields
+            while True:
+                key = take()
+                if key.startswith("`"):
+                    key = key[1:-1].replace("``", "`")
+                take()  # :
+                fields[key] = parse()
+                if take() == ">":
+                    return fields
+        if name == "ARRAY":
+            take()  # <
+            inner = parse()
+            take()  # >
+            if isinstance(inner, dict):  # an array of objects of one shape reads as ARRAY<STRUCT<...>>
+                inner = struct_type(inner)
+            if isinstance(inner, str):
+                return f"array<{inner}>"
+            return "array<variant>"
+        if name == "DECIMAL":
+            take()
+            precision = int(take())
+            take()
+            scale = int(take())
+            take()
+            if scale == 0:
+                return "bigint" if precision <= 18 else f"decimal({precision},0)"
+            return "double"
+        return {"BIGINT": "bigint", "INT": "bigint", "SMALLINT": "bigint", "TINYINT": "bigint", "DOUBLE": "double",
+                "FLOAT": "double", "STRING": "string", "BOOLEAN": "boolean", "DATE": "date",
+                "TIMESTAMP": "timestamp", "BINARY": "binary"}.get(name)
+
+    result = parse()
+    return result
+
+
+def struct_type(fields: dict[str, Any]) -> str | None:
+    """``{"a": "bigint"}`` → ``struct<`a`: bigint>``; None when a field's type is unknown."""
+    parts = []
+    for name, value in fields.items():
+        t = struct_type(value) if isinstance(value, dict) else value
+        if t is None or not fields:
+            return None
+        parts.append(f"`{name.replace('`', '``')}`: {t}")
+    return f"struct<{', '.join(parts)}>" if parts else None
+
+
+def types_from_variant_schema(text: str | None) -> FieldTypes:
+    if not text:
+        return FieldTypes()
+    tree = parse_variant_schema(text)
+    return FieldTypes(tree if isinstance(tree, dict) else {})
+
+
+def types_from_ddl(ddl: str) -> FieldTypes:
+    """A declared schema (``"speed DOUBLE, pos STRUCT<lat: DOUBLE>"``): top-level fields at their DDL types."""
+    types = FieldTypes()
+    depth = 0
+    start = 0
+    parts: list[str] = []
+    for i, ch in enumerate(ddl):
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(ddl[start:i])
+            start = i + 1
+    parts.append(ddl[start:])
+    for part in parts:
+        part = part.strip()
+        if not part:
+            continue
+        m = re.match(r"(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*:?\s+(.+)$", part, re.S)
+        if not m:
+            raise ValueError(f"cannot read the schema column {part!r}; expected `name TYPE`")
+        name = m.group(1)
+        if name.startswith("`"):
+            name = name[1:-1].replace("``", "`")
+        types.set([name], m.group(2).strip().lower())
+    return types

@@ -1,0 +1,171 @@
+"""``edgewise test --engine spark``: a fixture case as a Spark streaming job over a spool of its input.
+
+The case's events are written as envelope lines (ids ``test:<n>`` and the case's clock as ingestion time, as the
+local test source gives them) into a spool; the job runs with ``availableNow`` and a collecting writer. A
+``crash`` marker ends a run there: the next run is a new job on the same checkpoint, as after a ``kill -9``.
+Pipelines with a watermark (``window``, ``dedupe``) get one run per event, because the local engine advances the
+watermark after every event, and Spark after a micro-batch (a run ends with the micro-batch that moves it); every
+event of those cases therefore also goes through a restart. Results are compared as locally: order-free,
+the last record per id.
+
+Cases that cannot agree on Spark are reported as such, with the reason (``UNSUPPORTED``); ``docs/spark.md``
+lists them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import tempfile
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from edgewise.errors import ConfigError, EdgewiseError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from edgewise.config.plan import Plan
+    from edgewise.testing.fixtures import CaseResult, FixtureCase
+
+COUNTERS = ("late",)
+"""Step counters Spark reports (``<window step>.late``: rows its state operator dropped as late)."""
+
+
+class Unsupported(EdgewiseError):
+    """The case uses something the Spark engine does not do (the reason says what)."""
+
+
+def _reason(plan: Plan, case: FixtureCase, pipeline_id: str) -> str | None:
+    steps = plan.pipeline(pipeline_id).steps
+    for item in case.input:
+        if isinstance(item, str) and item.startswith("pause"):
+            return "processing time (`pause`) does not pass inside a Spark micro-batch test"
+    for step in steps:
+        if step.kind in ("aggregate", "complete", "spawn"):
+            return f"the Spark engine does not compile `{step.kind}` steps yet"
+        if step.kind == "window" and step.config.allowed_lateness:
+            return "allowed_lateness has no Spark equivalent"
+        if step.kind == "dedupe":
+            return ("dedupe is dropDuplicatesWithinWatermark on Spark: a key is remembered until the watermark passes "
+                    "its first time + within, so a repeat more than `within` later can still be dropped (locally "
+                    "|t - first| < within decides); its own Spark tests cover it")
+    if case.expect_failures:
+        return "on Spark an event failing a step with on_error: fail stops the query (it restarts from its checkpoint)"
+    for counter in case.expect_counters:
+        if counter.rsplit(".", 1)[-1] not in COUNTERS:
+            return f"the counter {counter} is not reported by Spark"
+    return None
+
+
+def run_case_on_spark(spark: SparkSession, plan: Plan, case: FixtureCase, file: str) -> CaseResult:
+    from edgewise.testing.fixtures import CaseResult, _compare, _now_us
+
+    ids = [p.id for p in plan.pipelines]
+    if case.pipeline is None and len(ids) != 1:
+        return CaseResult(file, case.name, False, "the file has several pipelines: name one with `pipeline:`")
+    pipeline_id = case.pipeline or ids[0]
+    if pipeline_id not in ids:
+        return CaseResult(file, case.name, False, f"no pipeline {pipeline_id!r} in {plan.file}")
+    reason = _reason(plan, case, pipeline_id)
+    if reason is not None:
+        return CaseResult(file, case.name, False, reason, unsupported=True)
+    try:
+        outputs, sinks, counters = _run(spark, plan, case, pipeline_id, _now_us(case.now))
+    except ConfigError as exc:
+        return CaseResult(file, case.name, False, f"does not compile on Spark: {exc}", unsupported=True)
+    except Exception as exc:  # noqa: BLE001  # Spark's analysis and runtime errors fail the case, with the reason
+        from pyspark.errors import PySparkException
+
+        if not isinstance(exc, PySparkException | RuntimeError):
+            raise
+        return CaseResult(file, case.name, False, f"Spark failed: {str(exc).splitlines()[0][:500]}")
+    problems: list[str] = []
+    if case.expect is not None:
+        _compare(problems, "output", outputs, case.expect)
+    for sink_id, expected in case.expect_sinks.items():
+        if sink_id not in plan.sinks:
+            problems.append(f"expect_sinks names {sink_id!r}, which is not a sink of the pipeline file")
+            continue
+        _compare(problems, f"sink {sink_id}", sinks.get(sink_id, []), expected)
+    for counter, expected_n in case.expect_counters.items():
+        got = counters.get(counter, 0)
+        if got != expected_n:
+            problems.append(f"counter {counter}: expected {expected_n}, got {got} (counters: {counters})")
+    return CaseResult(file, case.name, not problems, "\n".join(problems))
+
+
+def _run(spark: SparkSession, plan: Plan, case: FixtureCase, pipeline_id: str,
+         now_us: int) -> tuple[list[Any], dict[str, list[Any]], dict[str, int]]:
+    from edgewise.engine.spark.job import SparkJob, SparkOptions
+    from edgewise.engine.spark.sinks import RESULTS
+    from edgewise.sources.file import FileSourceConfig
+
+    pipeline = plan.pipeline(pipeline_id)
+    one_per_batch = any(s.kind in ("window", "dedupe") for s in pipeline.steps)
+    received: dict[str, dict[str, Any]] = {}
+
+    def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
+        bucket = received.setdefault(route, {})
+        for event_id, record in rows:
+            bucket[event_id] = orjson.loads(record)
+
+    counters: dict[str, int] = {}
+    work = tempfile.mkdtemp(prefix="edgewise-spark-test-")
+    try:
+        spool = os.path.join(work, "in")
+        os.makedirs(spool)
+        source = FileSourceConfig(id="test", type="file", path=spool)
+        test_plan = dataclasses.replace(plan, sources=[source])
+        events = [e for e in case.input if isinstance(e, dict)]
+        # with a watermark, one event per run: each run ends with the micro-batch that moves the watermark, as
+        # the local engine moves it after every event; otherwise the crashes split the runs
+        runs = [[e] for e in events] if one_per_batch else _split_at_crashes(case.input)
+        n = 0
+        for index, chunk in enumerate(runs):
+            if chunk:
+                _write_segment(spool, index + 1, [(f"test:{n + i}", e) for i, e in enumerate(chunk)], now_us)
+                n += len(chunk)
+            last = index == len(runs) - 1
+            options = SparkOptions(checkpoint=os.path.join(work, "checkpoint"), once=True,
+                                   now_sql=f"timestamp_micros({now_us})", flush=last)
+            job = SparkJob(spark, test_plan, options, collect=collect, pipelines=[pipeline_id],
+                           report=lambda text: None)
+            job.run()
+            for step in pipeline.steps:
+                if step.kind == "window":
+                    key = f"{step.id}.late"
+                    counters[key] = counters.get(key, 0) + job.late_counts().get(pipeline_id, 0)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    outputs = list(received.get(RESULTS, {}).values())
+    sinks = {route: list(rows.values()) for route, rows in received.items() if route != RESULTS}
+    for sink_id in pipeline.to:
+        sinks.setdefault(sink_id, []).extend(outputs)
+    return outputs, sinks, counters
+
+
+def _split_at_crashes(items: list[dict[str, Any] | str]) -> list[list[dict[str, Any]]]:
+    runs: list[list[dict[str, Any]]] = [[]]
+    for item in items:
+        if isinstance(item, dict):
+            runs[-1].append(item)
+        elif item.strip() == "crash":
+            runs.append([])
+    return runs
+
+
+def _write_segment(spool: str, number: int, events: list[tuple[str, dict[str, Any]]], now_us: int) -> None:
+    """One sealed spool segment; its modification time orders it after the previous ones (Spark reads segments
+    oldest first)."""
+    from edgewise.jsonio import dumps_line
+
+    path = os.path.join(spool, f"part-{number:06d}.ndjson")
+    with open(path + ".open", "wb") as fh:
+        for event_id, payload in events:
+            fh.write(dumps_line({"id": event_id, "event_time": now_us, "source": "test", "payload": payload}))
+    os.replace(path + ".open", path)
+    stamp = 1_000_000_000 + number
+    os.utime(path, (stamp, stamp))

@@ -1,0 +1,320 @@
+"""A pipeline file as Spark Structured Streaming queries: one query per pipeline, each with its own checkpoint.
+
+Every source is read into the event frame (``frame.py``); the event time is assigned; each step compiles to
+DataFrame operations (``steps.py``, ``windows.py``); a ``foreachBatch`` writer delivers the results, tee copies,
+late events and dead letters idempotently (``sinks.py``). Source offsets, Spark's state and the micro-batch ids
+live in ``<checkpoint>/<pipeline id>``: a restarted job resumes where the killed one committed, and replays the
+micro-batch in flight, which the idempotent writers make harmless (exactly-once results).
+
+``--once`` (Spark's ``availableNow``) processes what the sources hold and stops. Spark's append mode never
+emits a window that is still open when the input ends, so ``--once`` then sends an end-of-input marker (an event
+time far in the future, routed past every step) through each windowed pipeline: the watermark passes every
+window and the last results come out, as at the end of a local run. A checkpoint flushed that way has its
+watermark at the end of time, so further input would be late; run ``--once`` on a checkpoint that is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from edgewise.engine.spark import frame as F
+from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
+from edgewise.engine.spark.sinks import BatchWriter, Collector
+from edgewise.engine.spark.sources import FRAME_COLUMNS, source_frame, spool_frame
+from edgewise.engine.spark.sql import EVENT, to_spark_sql
+from edgewise.engine.spark.steps import Stage, compile_stateless
+from edgewise.engine.spark.windows import compile_dedupe, compile_window
+from edgewise.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from edgewise.config.plan import Plan, PipelinePlan
+
+END_SOURCE = "edgewise:end"
+"""The source of the end-of-input marker (a colon cannot occur in a source id)."""
+END_TIME_US = 253_370_764_800_000_000  # 9999-01-01T00:00:00Z
+TYPES_FILE = "edgewise-types.json"
+
+
+@dataclass
+class SparkOptions:
+    checkpoint: str
+    once: bool = False
+    max_files_per_trigger: int | None = None
+    """Spool segments per micro-batch (default: all available)."""
+    trigger_seconds: float = 0.0
+    """Micro-batch interval of a continuous job (0: as soon as the previous one finished)."""
+    now_sql: str = "current_timestamp()"
+    """The dead-letter time (tests fix it)."""
+    flush: bool = True
+    """With ``once``: flush the windows still open when the input is processed (see the module docs)."""
+
+
+@dataclass
+class CompiledPipeline:
+    pipeline: PipelinePlan
+    frame: DataFrame
+    mode: str
+    checkpoint: str
+    windowed: bool
+    writer: BatchWriter
+    query: StreamingQuery | None = None
+    dropped_late: int = 0
+    """Rows Spark's state operators dropped as late, over the queries this job ran."""
+
+
+class SparkJob:
+    def __init__(self, spark: SparkSession, plan: Plan, options: SparkOptions, *, collect: Collector | None = None,
+                 pipelines: list[str] | None = None, report: Callable[[str], None] | None = None) -> None:
+        self.spark = spark
+        self.plan = plan
+        self.options = options
+        self.collect = collect
+        self.report = report
+        self.only = pipelines
+        if not plan.sources:
+            raise ConfigError(f"{plan.file}: the Spark engine reads the file's `sources:` (a file spool, nats or a "
+                              "generator); this file declares none")
+        os.makedirs(options.checkpoint, exist_ok=True)
+        self.types = self._input_types()
+        self.compiled = [self._compile(p) for p in plan.pipelines if not self.only or p.id in self.only]
+
+    # ------------------------------------------------------------ input
+
+    def _input_types(self) -> FieldTypes:
+        """Types of input fields: pinned in the checkpoint on first start (inferred from the input then available),
+        overridden by declared schemas."""
+        path = os.path.join(self.options.checkpoint, TYPES_FILE)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                types = FieldTypes(json.load(fh))
+        else:
+            types = types_from_variant_schema(self._infer_schema())
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                json.dump(types.tree, fh, indent=1, sort_keys=True)
+            os.replace(tmp, path)
+        for source in self.plan.sources:
+            if source.declared_schema:
+                try:
+                    declared = types_from_ddl(source.declared_schema)
+                except ValueError as exc:
+                    raise ConfigError(f"source {source.id}: schema: {exc}") from None
+                types.tree.update(declared.tree)
+        return types
+
+    def _infer_schema(self) -> str | None:
+        schemas = []
+        for source in self.plan.sources:
+            if source.declared_schema:
+                continue
+            directory = self._spool_dir(source)
+            if directory is None or not os.path.isdir(directory):
+                continue
+            lines = (self.spark.read.option("pathGlobFilter", "*.ndjson").text(directory)
+                     .selectExpr("try_parse_json(value) AS v"))
+            payload = ("CASE WHEN coalesce(sort_array(map_keys(try_cast(v AS MAP<STRING, VARIANT>))) = "
+                       "array('event_time', 'id', 'payload', 'source'), false) THEN variant_get(v, '$.payload') "
+                       "ELSE v END")
+            row = lines.selectExpr(f"schema_of_variant_agg({payload}) AS s").collect()
+            if row and row[0]["s"]:
+                schemas.append(row[0]["s"])
+        if not schemas:
+            return None
+        if len(schemas) == 1:
+            return str(schemas[0])
+        # several sources: a field's type is kept only where they agree
+        merged = types_from_variant_schema(schemas[0]).tree
+        for other in schemas[1:]:
+            tree = types_from_variant_schema(other).tree
+            merged = {k: v for k, v in merged.items() if tree.get(k, v) == v} | {
+                k: v for k, v in tree.items() if k not in merged}
+        return None if not merged else _as_object_schema(merged)
+
+    def _spool_dir(self, source: Any) -> str | None:
+        from edgewise.engine.local import _base
+        from edgewise.engine.spark.sources import generate_spool
+
+        if source.type == "file":
+            return _base(self.plan).path(source.path)
+        if source.type == "generator":
+            return generate_spool(source, os.path.join(self.options.checkpoint, "_generator", source.id))
+        return None
+
+    def _input(self, pipeline_id: str) -> DataFrame:
+        from pyspark.sql import functions as f
+
+        frames = [source_frame(self.spark, self.plan, s, self.options.checkpoint,
+                               max_files=self.options.max_files_per_trigger) for s in self.plan.sources]
+        frames.append(spool_frame(self.spark, self._end_dir(pipeline_id), END_SOURCE))
+        df = frames[0]
+        for other in frames[1:]:
+            df = df.unionByName(other)
+        df = df.withColumn("_to", f.expr(f"CASE WHEN source = {F.quote(END_SOURCE)} THEN '_end' ELSE _to END"))
+        if self.plan.event_time is not None:
+            df = df.withColumn("event_time", f.expr(self._event_time_sql(df)))
+        return df.select(*FRAME_COLUMNS)
+
+    def _event_time_sql(self, df: DataFrame) -> str:
+        from pyspark.sql import functions as f
+
+        assert self.plan.event_time is not None
+        sql = to_spark_sql(self.plan.event_time.text, self.types)
+        spark_type = df.select(f.expr(sql).alias("t")).schema["t"].dataType.simpleString()
+        if spark_type == "timestamp" or spark_type == "timestamp_ntz":
+            value = sql
+        elif spark_type in ("string", "variant"):
+            value = f"CAST(CAST({sql} AS STRING) AS TIMESTAMP)"
+        else:  # epoch seconds, as on the local engine
+            value = f"timestamp_micros(CAST(({sql}) * 1000000 AS BIGINT))"
+        return f"CASE WHEN _to = '' THEN coalesce({value}, event_time) ELSE event_time END"
+
+    def _end_dir(self, pipeline_id: str) -> str:
+        path = os.path.join(self.options.checkpoint, "_end", pipeline_id)
+        os.makedirs(path, exist_ok=True)
+        return path
+
+    # ------------------------------------------------------------ compile
+
+    def _compile(self, pipeline: PipelinePlan) -> CompiledPipeline:
+        from pyspark.sql import functions as f
+
+        stage = Stage(self._input(pipeline.id), self.types.copy(), pipeline.id, self.options.now_sql)
+        side: list[DataFrame] = []
+        mode = "append"
+        windowed = False
+        for step in pipeline.steps:
+            if step.kind == "window":
+                if windowed:
+                    raise ConfigError(f"step {step.id}: the Spark engine compiles one window per pipeline")
+                stage, routed, mode = compile_window(stage, step)
+                if routed is not None:
+                    side.append(routed)
+                windowed = True
+            elif step.kind == "dedupe":
+                stage = compile_dedupe(stage, step)
+            else:
+                stage = compile_stateless(stage, step)
+        out = stage.df
+        if "_late_at" not in out.columns:
+            out = out.withColumn("_late_at", f.lit(None).cast("bigint"))
+        for routed in side:
+            if "_late_at" not in routed.columns:
+                routed = routed.withColumn("_late_at", f.lit(None).cast("bigint"))
+            out = out.unionByName(routed)
+        out = out.select(
+            "id", "event_time", "source", "_to",
+            f.expr(f"CASE WHEN _to = '' THEN {F.record_json()} ELSE _record END").alias("_record"),
+            "_late_at",
+        )  # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below
+        # the watermark, which must see it
+        checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
+        writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report)
+        return CompiledPipeline(pipeline, out, mode, checkpoint, windowed, writer)
+
+    # ------------------------------------------------------------ run
+
+    def explain(self, mode: str = "formatted") -> str:
+        """Each pipeline's Spark plan (``explain``), as text."""
+        import contextlib
+        import io
+
+        parts = []
+        for c in self.compiled:
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                c.frame.explain(mode=mode)
+            parts.append(f"== pipeline {c.pipeline.id} (output mode: {c.mode}, checkpoint {c.checkpoint}) ==\n"
+                         + buffer.getvalue().rstrip())
+        return "\n\n".join(parts)
+
+    def start(self) -> list[StreamingQuery]:
+        for c in self.compiled:
+            writer = c.frame.writeStream.foreachBatch(c.writer).outputMode(c.mode)
+            writer = writer.option("checkpointLocation", c.checkpoint).queryName(f"edgewise-{c.pipeline.id}")
+            if self.options.once:
+                writer = writer.trigger(availableNow=True)
+            elif self.options.trigger_seconds:
+                writer = writer.trigger(processingTime=f"{self.options.trigger_seconds} seconds")
+            c.query = writer.start()
+        return [c.query for c in self.compiled if c.query is not None]
+
+    def run(self) -> None:
+        """Run until the queries stop (``--once``: until the input is processed and windows are flushed)."""
+        self.start()
+        if not self.options.once:
+            self.spark.streams.awaitAnyTermination()
+            for c in self.compiled:
+                if c.query is not None and c.query.exception() is not None:
+                    raise c.query.exception()  # type: ignore[misc]
+            return
+        self.await_all()
+        windowed = [c for c in self.compiled if c.windowed]
+        if windowed and self.options.flush:
+            for c in windowed:
+                write_end_marker(self._end_dir(c.pipeline.id))
+            self.start_only(windowed)
+            self.await_all(windowed)
+
+    def start_only(self, compiled: list[CompiledPipeline]) -> None:
+        keep = self.compiled
+        self.compiled = compiled
+        try:
+            self.start()
+        finally:
+            self.compiled = keep
+
+    def await_all(self, compiled: list[CompiledPipeline] | None = None) -> None:
+        for c in compiled or self.compiled:
+            if c.query is not None:
+                c.query.awaitTermination()
+                c.dropped_late += _dropped_late(c.query)
+                error = c.query.exception()
+                if error is not None:
+                    raise RuntimeError(f"pipeline {c.pipeline.id}: the Spark query failed: {error}")
+
+    def stop(self) -> None:
+        for c in self.compiled:
+            if c.query is not None and c.query.isActive:
+                c.query.stop()
+
+    def late_counts(self) -> dict[str, int]:
+        """Events Spark dropped as late, per windowed pipeline (from the finished queries' progress)."""
+        return {c.pipeline.id: c.dropped_late for c in self.compiled}
+
+
+def _dropped_late(query: StreamingQuery) -> int:
+    total = 0
+    for progress in query.recentProgress:
+        for op in progress.get("stateOperators", []):
+            total += int(op.get("numRowsDroppedByWatermark", 0))
+    return total
+
+
+def write_end_marker(directory: str) -> None:
+    """The end-of-input marker segment of a pipeline (idempotent)."""
+    path = os.path.join(directory, "part-end.ndjson")
+    if os.path.exists(path):
+        return
+    line = json.dumps({"id": "edgewise:end", "event_time": END_TIME_US, "source": END_SOURCE, "payload": {}})
+    with open(path + ".open", "w", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+    os.replace(path + ".open", path)
+
+
+def _as_object_schema(tree: dict[str, Any]) -> str:
+    def render(node: Any) -> str:
+        if isinstance(node, dict):
+            return "OBJECT<" + ", ".join(f"`{k}`: {render(v)}" for k, v in node.items()) + ">"
+        return str(node).upper()
+
+    return render(tree)
+
+
+__all__ = ["CompiledPipeline", "SparkJob", "SparkOptions", "write_end_marker", "EVENT"]

@@ -1,0 +1,269 @@
+"""Writing a micro-batch: one ``foreachBatch`` per pipeline, idempotent by batch id and event id.
+
+A micro-batch Spark replays after a crash holds the same rows, so every write is one that a replay repeats
+harmlessly:
+
+* ``file``: the batch's records go to ``part-b<batch id>-<pipeline>.ndjson``, written aside and renamed into
+  place (a replay rewrites the same file with the same lines);
+* ``parquet``: ``<path>/batch=<id>/`` is overwritten;
+* every other sink (``postgres``, ``sqlite``, ``http``, ``nats``, ``redis``, ``mqtt``, ``edgewise``) is the local
+  engine's own sink class, run on the executors partition by partition, with its retries; each of them writes
+  idempotently by event id (upsert, ``Nats-Msg-Id``, an id check), so a replayed batch writes nothing twice.
+
+Rows reach the writer as ``(id, event_time, source, _to, _record, _late_at)``: ``_to`` is ``''`` for the
+pipeline's results (they go to each of its ``to`` sinks, or to stdout) or the sink a step routed the row to.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from edgewise.engine.spark.windows import LATE_ROUTE
+from edgewise.errors import SinkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, Row
+
+    from edgewise.config.plan import Plan
+
+RESULTS = ""
+MALFORMED = "_malformed"
+"""``_to`` of an input line that is not a JSON object: counted and reported, never silently lost."""
+
+Collector = Callable[[str, int, list[tuple[str, str]]], None]
+"""Receives (sink id, or ``RESULTS`` for the pipeline's results; batch id; [(event id, record JSON)]) instead of
+the sinks (``edgewise test``)."""
+
+
+@dataclass
+class BatchStats:
+    batches: int = 0
+    written: dict[str, int] = field(default_factory=dict)
+    malformed: int = 0
+    late: dict[str, int] = field(default_factory=dict)
+
+
+END = "_end"
+"""``_to`` of the end-of-input marker (``job.py``): never written."""
+
+
+def late_watermark_us(checkpoint: str, batch_id: int) -> int | None:
+    """The watermark Spark drops late rows by in ``batch_id``: the previous micro-batch's (Spark 4 with several
+    stateful operators allowed), from the checkpoint's offset log, so a replayed batch decides the same."""
+    if batch_id == 0:
+        return None
+    return batch_watermark_us(checkpoint, batch_id - 1)
+
+
+def batch_watermark_us(checkpoint: str, batch_id: int) -> int | None:
+    """The watermark of ``batch_id``, from the checkpoint's offset log."""
+    path = os.path.join(checkpoint, "offsets", str(batch_id))
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines[1:2]:
+        try:
+            meta = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return None
+        if isinstance(meta, dict) and "batchWatermarkMs" in meta:
+            return int(meta["batchWatermarkMs"]) * 1000
+    return None
+
+
+class BatchWriter:
+    """The ``foreachBatch`` function of one pipeline's query."""
+
+    def __init__(self, plan: Plan, pipeline_id: str, checkpoint: str, *, collect: Collector | None = None,
+                 stdout: Any = None, report: Callable[[str], None] | None = None) -> None:
+        self.plan = plan
+        self.pipeline = plan.pipeline(pipeline_id)
+        self.checkpoint = checkpoint
+        self.collect = collect
+        self.stdout = stdout
+        self.report = report or (lambda text: print(text, file=sys.stderr))
+        self.stats = BatchStats()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as f
+
+        batch = batch.persist()
+        try:
+            routes = [r["_to"] for r in batch.select("_to").distinct().collect()]
+            for route in routes:
+                rows = batch.where(f.col("_to") == route)
+                if route == RESULTS and self.collect is not None:
+                    self._write(RESULTS, rows, batch_id)
+                elif route == RESULTS:
+                    for sink_id in self.pipeline.to or ["stdout"]:
+                        self._write(sink_id, rows, batch_id)
+                elif route == MALFORMED:
+                    lines = rows.select("id", "_record").limit(5).collect()
+                    count = rows.count()
+                    self.stats.malformed += count
+                    shown = "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in lines)
+                    self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, "
+                                f"skipped ({shown})")
+                elif route == END:
+                    continue
+                elif route.startswith(LATE_ROUTE):
+                    watermark = late_watermark_us(self.checkpoint, batch_id)
+                    if watermark is None:
+                        continue
+                    late = rows.where(f.col("_late_at") <= f.lit(watermark))
+                    sink_id = route[len(LATE_ROUTE):]
+                    n = self._write(sink_id, late, batch_id)
+                    self.stats.late[sink_id] = self.stats.late.get(sink_id, 0) + n
+                else:
+                    self._write(route, rows, batch_id)
+            self.stats.batches += 1
+        finally:
+            batch.unpersist()
+
+    def _write(self, sink_id: str, rows: DataFrame, batch_id: int) -> int:
+        if self.collect is not None:
+            got = [(r["id"], r["_record"]) for r in rows.select("id", "_record").collect()]
+            self.collect(sink_id, batch_id, got)
+            n = len(got)
+        elif sink_id == "stdout" and sink_id not in self.plan.sinks:
+            n = self._stdout(rows)
+        else:
+            config = self.plan.sinks[sink_id]
+            if config.type == "file":
+                n = self._file(config, rows, batch_id)
+            elif config.type == "parquet":
+                n = self._parquet(config, rows, batch_id)
+            elif config.type == "stdout":
+                n = self._stdout(rows)
+            else:
+                n = self._partitions(sink_id, rows)
+        self.stats.written[sink_id] = self.stats.written.get(sink_id, 0) + n
+        return n
+
+    def _stdout(self, rows: DataFrame) -> int:
+        out = self.stdout or sys.stdout.buffer
+        n = 0
+        for row in rows.select("_record").toLocalIterator():
+            out.write(row["_record"].encode() + b"\n")
+            n += 1
+        out.flush()
+        return n
+
+    def _path(self, relative: str) -> str:
+        from edgewise.engine.local import _base
+
+        return _base(self.plan).path(relative)
+
+    def _file(self, config: Any, rows: DataFrame, batch_id: int) -> int:
+        directory = self._path(config.path)
+        os.makedirs(directory, exist_ok=True)
+        final = os.path.join(directory, f"part-b{batch_id:012d}-{self.pipeline.id}.ndjson")
+        temp = final + ".open"
+        n = 0
+        with open(temp, "wb") as fh:
+            for row in rows.select("id", "event_time", "source", "_record").toLocalIterator():
+                fh.write(_line(row, config.envelope))
+                n += 1
+            fh.flush()
+            if config.fsync:
+                os.fsync(fh.fileno())
+        if n == 0:
+            os.unlink(temp)
+            return 0
+        os.replace(temp, final)
+        if config.fsync:
+            fd = os.open(directory, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return n
+
+    def _parquet(self, config: Any, rows: DataFrame, batch_id: int) -> int:
+        spark = rows.sparkSession
+        records = rows.select("_record")
+        n = records.count()
+        if n == 0:
+            return 0
+        table = spark.read.json(records.rdd.map(lambda r: r[0]))
+        table.write.mode("overwrite").parquet(os.path.join(self._path(config.path), f"batch={batch_id}"))
+        return n
+
+    def _partitions(self, sink_id: str, rows: DataFrame) -> int:
+        """The local sink class on the executors, one instance per partition, with its retries."""
+        config = self.plan.sinks[sink_id]
+        sink_class = self.plan.sink_classes[sink_id]
+        from edgewise.engine.local import _base
+
+        base = _base(self.plan)
+        counter = rows.sparkSession.sparkContext.accumulator(0)
+
+        def write_partition(part: Iterator[Row]) -> None:
+            written = _write_with_local_sink(sink_class, config, base, part)
+            counter.add(written)
+
+        rows.select("id", "event_time", "source", "_record").foreachPartition(write_partition)
+        return int(counter.value)
+
+
+def _line(row: Row, envelope: bool) -> bytes:
+    if not envelope:
+        return row["_record"].encode() + b"\n"
+    time_us = _micros(row["event_time"])
+    head = orjson.dumps({"id": row["id"], "event_time": time_us, "source": row["source"]})
+    return head[:-1] + b',"payload":' + row["_record"].encode() + b"}\n"
+
+
+def _micros(value: Any) -> int | None:
+    if value is None:
+        return None
+    from datetime import UTC
+
+    return int(value.replace(tzinfo=value.tzinfo or UTC).timestamp() * 1_000_000)
+
+
+def _write_with_local_sink(sink_class: Any, config: Any, base: Any, rows: Iterable[Row],
+                           chunk: int = 1000) -> int:
+    """Write rows through a local sink (on an executor): open, write in chunks with retries, flush, close."""
+    import time
+
+    from edgewise.clock import SystemClock
+    from edgewise.events import Batch
+    from edgewise.sinks.base import SinkContext, SinkRunner
+
+    sink = sink_class(config, base)
+    sink.open(SinkContext(SystemClock(), sys.stdout.buffer))
+    runner = SinkRunner(sink, time.sleep)
+    n = 0
+    try:
+        pending: list[Row] = []
+
+        def flush_rows() -> None:
+            payloads = [orjson.loads(r["_record"]) for r in pending]
+            times = [_micros(r["event_time"]) or 0 for r in pending]
+            runner.write(Batch(payloads, source=pending[0]["source"] or config.id, ingest_time_us=0,
+                               event_times=times, ids=[r["id"] for r in pending]))
+
+        for row in rows:
+            pending.append(row)
+            if len(pending) >= chunk:
+                flush_rows()
+                n += len(pending)
+                pending = []
+        if pending:
+            flush_rows()
+            n += len(pending)
+        sink.flush()
+    except SinkError:
+        raise
+    finally:
+        sink.close()
+    return n

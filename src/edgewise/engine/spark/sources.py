@@ -1,0 +1,123 @@
+"""Replayable sources as streaming DataFrames in the event frame's shape (``frame.py``).
+
+* ``file``: the NDJSON spool directory that the ``file`` sink and edge daemons write. Only sealed segments
+  (``*.ndjson``; a segment being written ends in ``.open``) are read, each exactly once, tracked in the checkpoint.
+  A line is either an envelope ``{"id", "event_time", "source", "payload"}`` (what ``envelope: true`` writes: the
+  id and event time are kept) or a plain JSON object, whose id is ``<source id>:<file name>:<line>`` as on the
+  local engine. A line that is not a JSON object is reported and skipped, never silently lost.
+* ``generator``: the workload is written once into a spool under the checkpoint directory and read from there,
+  so a restarted job replays the same events.
+* ``nats``: ``edgewise.engine.spark.nats`` (a Python streaming DataSource over a JetStream stream's sequence numbers).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from edgewise.engine.spark import frame as F
+from edgewise.engine.spark.sinks import MALFORMED
+from edgewise.engine.spark.sql import EVENT
+from edgewise.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from edgewise.config.plan import Plan
+
+SPOOL_GLOB = "*.ndjson"
+FRAME_COLUMNS = ["id", "event_time", "source", EVENT, "_to", "_record"]
+
+
+def _envelope_sql() -> str:
+    keys = "sort_array(map_keys(try_cast(_v AS MAP<STRING, VARIANT>)))"
+    return f"coalesce({keys} = array('event_time', 'id', 'payload', 'source'), false)"
+
+
+def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_files: int | None = None) -> DataFrame:
+    """The sealed segments of a spool directory, one row per line, in the event frame's shape."""
+    from pyspark.sql import functions as f
+
+    reader = (spark.readStream.format("text").option("wholetext", "true").option("pathGlobFilter", SPOOL_GLOB))
+    if max_files is not None:
+        reader = reader.option("maxFilesPerTrigger", str(max_files))
+    raw = reader.load(directory).select(
+        f.col("_metadata.file_name").alias("_file"),
+        f.col("_metadata.file_modification_time").alias("_mtime"),
+        f.posexplode(f.split("value", "\n")).alias("_pos", "_line"),
+    ).where("trim(_line) <> ''")
+    parsed = raw.withColumn("_v", f.expr("try_parse_json(_line)"))
+    parsed = parsed.withColumn("_env", f.expr(_envelope_sql()))
+    payload = "CASE WHEN _env THEN variant_get(_v, '$.payload') ELSE _v END"
+    frame = parsed.select(
+        f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') "
+               f"ELSE concat({F.quote(source_id + ':')}, _file, ':', CAST(_pos + 1 AS STRING)) END").alias("id"),
+        f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
+               "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE _mtime END").alias("event_time"),
+        f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
+               f"ELSE {F.quote(source_id)} END").alias("source"),
+        f.expr(f"try_cast({payload} AS MAP<STRING, VARIANT>)").alias(EVENT),
+        f.col("_line"),
+    )
+    return (frame.withColumn("_to", f.expr(f"CASE WHEN {EVENT} IS NULL THEN {F.quote(MALFORMED)} ELSE '' END"))
+                 .withColumn("_record", f.expr(f"CASE WHEN {EVENT} IS NULL THEN _line END"))
+                 .drop("_line"))
+
+
+def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
+                 max_files: int | None = None) -> DataFrame:
+    kind = source.type
+    if kind == "file":
+        if source.format != "ndjson":
+            raise ConfigError(f"source {source.id}: on Spark the file source reads NDJSON spools "
+                              f"(format: ndjson), not {source.format}")
+        from edgewise.engine.local import _base
+
+        path = _base(plan).path(source.path)
+        if not os.path.isdir(path):
+            raise ConfigError(f"source {source.id}: {path} is not a directory; on Spark the file source reads a "
+                              "spool directory of sealed *.ndjson segments (what the file sink writes)")
+        return spool_frame(spark, path, source.id, max_files=max_files)
+    if kind == "generator":
+        directory = generate_spool(source, os.path.join(checkpoint, "_generator", source.id))
+        return spool_frame(spark, directory, source.id, max_files=max_files)
+    if kind == "nats":
+        from edgewise.engine.spark.nats import nats_frame
+
+        return nats_frame(spark, source)
+    raise ConfigError(f"source {source.id}: the Spark engine reads replayable sources (file spool, nats, "
+                      f"generator), not {kind!r}; an edge daemon can spool {kind} events with a file sink")
+
+
+def generate_spool(source: Any, directory: str, per_segment: int = 200_000) -> str:
+    """Write a generator's events as sealed segments, once (a restarted job reads the same files)."""
+    from edgewise.jsonio import dumps_line
+    from edgewise.sources.ysb import YsbWorkload
+
+    done = os.path.join(directory, "_COMPLETE")
+    if os.path.exists(done):
+        return directory
+    os.makedirs(directory, exist_ok=True)
+    workload = YsbWorkload(seed=source.seed, campaigns=source.campaigns, ads_per_campaign=source.ads_per_campaign,
+                           events_per_second=source.events_per_second)
+    segment = 0
+    buffer: list[bytes] = []
+
+    def seal() -> None:
+        nonlocal segment, buffer
+        name = os.path.join(directory, f"part-{segment:06d}.ndjson")
+        with open(name + ".open", "wb") as fh:
+            fh.write(b"".join(buffer))
+        os.replace(name + ".open", name)
+        segment += 1
+        buffer = []
+
+    for event in workload.events(source.count):
+        buffer.append(dumps_line(event))
+        if len(buffer) >= per_segment:
+            seal()
+    if buffer:
+        seal()
+    with open(done, "w", encoding="utf-8") as fh:
+        fh.write(f"{source.count}\n")
+    return directory

@@ -1,0 +1,364 @@
+"""Expressions as Spark SQL: the text the user wrote, with each field reference read from the event's VARIANTs.
+
+The expression is parsed once by the same parser the local engine uses (``edgewise.expr.compiler.parse``), so the
+function names and syntax are the same on both engines; only field references and edgewise's own functions
+(``geo_cell``) are rewritten. How a reference gets its type is the contract in ``fields.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+
+from edgewise.engine.spark.fields import FieldTypes
+from edgewise.expr.compiler import parse
+from edgewise.expr.dialect import EdgewiseSpark
+
+EVENT = "event"
+"""The event column: ``MAP<STRING, VARIANT>``, one entry per top-level field."""
+
+# functions whose first argument is an array (a field read for them is ARRAY<VARIANT> when its type is unknown)
+_ARRAY_FIRST = {
+    "size", "cardinality", "array_size", "element_at", "try_element_at", "array_contains", "array_position",
+    "slice", "array_join", "array_distinct", "array_union", "array_intersect", "array_except", "array_remove",
+    "array_compact", "array_append", "array_prepend", "array_max", "array_min", "flatten", "sort_array",
+    "array_sort", "transform", "filter", "exists", "forall", "aggregate", "reduce", "zip_with", "arrays_zip",
+    "arrays_overlap", "array_insert", "explode", "get",
+}
+# functions of numbers: field reads for them are DOUBLE when their type is unknown
+_NUMERIC = {
+    "abs", "round", "bround", "ceil", "ceiling", "floor", "sqrt", "cbrt", "exp", "ln", "log", "log10", "log2",
+    "pow", "power", "sign", "signum", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "degrees", "radians",
+    "greatest", "least", "pmod", "try_add", "try_subtract", "try_multiply", "try_divide", "hypot", "geo_cell",
+    "timestamp_seconds", "timestamp_millis", "timestamp_micros", "width_bucket", "negative", "positive",
+}
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)
+_COMPARISON = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
+_ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def json_path(parts: list[str]) -> str:
+    """``$.a.b`` for plain names, ``$['odd key']`` otherwise."""
+    out = "$"
+    for part in parts:
+        if _NAME.match(part):
+            out += f".{part}"
+        else:
+            out += "[" + exp.Literal.string(part).sql(dialect="spark") + "]"
+    return out
+
+
+def field_read(parts: list[str], spark_type: str | None, column: str = EVENT) -> str:
+    """Spark SQL reading a field: ``variant_get(event['a'], '$.b', 'bigint')``; VARIANT when the type is None."""
+    top = f"{column}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]"
+    path = json_path(parts[1:])
+    if spark_type is None or spark_type == "variant":
+        return top if path == "$" else f"variant_get({top}, '{path}')"
+    return f"variant_get({top}, '{path}', '{spark_type}')"
+
+
+def _literal_type(node: exp.Expression) -> str | None:
+    if isinstance(node, exp.Literal):
+        return "string" if node.is_string else "double"
+    if isinstance(node, exp.Boolean):
+        return "boolean"
+    if isinstance(node, exp.Neg):
+        return _literal_type(node.this)
+    return None
+
+
+def _field_parts(node: exp.Expression, lambda_vars: frozenset[str]) -> list[str] | None:
+    """The path of a field reference (``a``, ``a.b.c``), or None for anything else (lambda variables too)."""
+    path = _path(node)
+    return None if path is None or path[0] in lambda_vars else path
+
+
+def _path(node: exp.Expression) -> list[str] | None:
+    if isinstance(node, exp.Column):
+        return [p.name for p in node.parts]
+    if isinstance(node, exp.Dot):
+        head = [node.this.name] if isinstance(node.this, exp.Identifier) else _path(node.this)
+        return None if head is None else [*head, node.expression.name]
+    if isinstance(node, exp.Identifier) and not isinstance(node.parent, exp.Column | exp.Dot):
+        return [node.name]
+    return None
+
+
+_ELEMENT_PARAM = {"aggregate": 1, "reduce": 1}
+"""Which lambda parameter is the array's element (0 for transform, filter, exists, forall, ...)."""
+
+
+class _Compiler:
+    def __init__(self, types: FieldTypes, column: str) -> None:
+        self.types = types
+        self.column = column
+        self.fields: set[str] = set()
+        self.variant_vars: set[str] = set()
+        """Lambda variables that are VARIANT elements (of an array whose element type is unknown)."""
+
+    def rewrite(self, node: exp.Expression, want: str | None, lambda_vars: frozenset[str]) -> exp.Expression:
+        path = _path(node)
+        if path is not None and path[0] in lambda_vars:
+            if path[0] in self.variant_vars and (len(path) > 1 or want):
+                var = path[0]
+                read = f"variant_get({var}, '{json_path(path[1:])}'" + (f", '{want}')" if want else ")")
+                return sqlglot.parse_one(read, dialect=EdgewiseSpark)
+            return node
+        if path is not None:
+            self.fields.add(path[0])
+            known = self.types.type_of(path)
+            return sqlglot.parse_one(field_read(path, known or want, self.column), dialect=EdgewiseSpark)
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
+            args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
+            from edgewise.expr.functions.geo import spark_sql
+
+            return sqlglot.parse_one(spark_sql(*args), dialect=EdgewiseSpark)
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ELEMENT_PARAM and len(node.expressions) > 1:
+            start = node.expressions[1]
+            if isinstance(start, exp.Literal) and not start.is_string and start.this.isdigit():
+                # integers are BIGINT in edgewise (an INT start value would not match a BIGINT merge in Spark)
+                node.expressions[1].replace(sqlglot.parse_one(f"{start.this}L", dialect=EdgewiseSpark))
+        element_type = None
+        for key, child in list(node.args.items()):
+            if isinstance(child, list):
+                rewritten = []
+                for i, c in enumerate(child):
+                    if isinstance(c, exp.Lambda):
+                        rewritten.append(self._lambda(node, c, element_type, lambda_vars))
+                        continue
+                    r = self._child(node, key, i, c, lambda_vars)
+                    if i == 0 and element_type is None:
+                        element_type = _element_type(r)
+                    rewritten.append(r)
+                node.set(key, rewritten)
+            elif isinstance(child, exp.Lambda):
+                node.set(key, self._lambda(node, child, element_type, lambda_vars))
+            elif isinstance(child, exp.Expression):
+                r = self._child(node, key, 0, child, lambda_vars)
+                if key == "this":
+                    element_type = _element_type(r)
+                node.set(key, r)
+        return node
+
+    def _lambda(self, parent: exp.Expression, node: exp.Lambda, element_type: str | None,
+                lambda_vars: frozenset[str]) -> exp.Expression:
+        params = [e.name for e in node.expressions]
+        name = str(parent.this).lower() if isinstance(parent, exp.Anonymous) else "transform"
+        position = _ELEMENT_PARAM.get(name, 0)
+        if element_type == "variant" and position < len(params):
+            self.variant_vars.add(params[position])
+        node.set("this", self.rewrite(node.this, None, lambda_vars | frozenset(params)))
+        return node
+
+    def _child(self, parent: exp.Expression, key: str, index: int, child: Any,
+               lambda_vars: frozenset[str]) -> Any:
+        if not isinstance(child, exp.Expression):
+            return child
+        return self.rewrite(child, self._want(parent, key, index, child), lambda_vars)
+
+    def _want(self, parent: exp.Expression, key: str, index: int, child: exp.Expression) -> str | None:
+        """The type a field read should have as this argument of ``parent`` when nothing else says."""
+        if isinstance(parent, exp.And | exp.Or | exp.Not):
+            return "boolean"
+        if isinstance(parent, exp.If) and key == "this":
+            return "boolean"
+        if isinstance(parent, exp.IntDiv):
+            return "bigint"
+        if isinstance(parent, _ARITHMETIC):
+            return "double"
+        if isinstance(parent, (*_COMPARISON, exp.In, exp.Between)):
+            siblings = [c for c in parent.iter_expressions() if c is not child]
+            for sibling in siblings:
+                t = _literal_type(sibling)
+                if t is not None:
+                    return t
+            return "double" if isinstance(parent, (*_ORDERING, exp.Between)) else "string"
+        if isinstance(parent, exp.Bracket) and key == "this":
+            index_node = parent.expressions[0] if parent.expressions else None
+            if isinstance(index_node, exp.Literal) and index_node.is_string:
+                return "map<string,variant>"
+            return "array<variant>"
+        if isinstance(parent, exp.Anonymous):
+            name = str(parent.this).lower()
+            if name in _ARRAY_FIRST and key == "expressions" and index == 0:
+                return "array<variant>"
+            if name in _NUMERIC:
+                return "double"
+        if isinstance(parent, exp.Transform) and key == "this":
+            return "array<variant>"
+        return None
+
+
+def _element_type(node: exp.Expression) -> str | None:
+    """The element type of an array a rewritten field read gives (``variant_get(..., 'array<T>')`` → T)."""
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
+        args = node.expressions
+        if len(args) == 3 and isinstance(args[2], exp.Literal):
+            t = str(args[2].this).lower()
+            if t.startswith("array<") and t.endswith(">"):
+                return t[6:-1]
+    return None
+
+
+def to_spark_sql(text: str, types: FieldTypes, *, want: str | None = None, column: str = EVENT) -> str:
+    """The expression ``text`` as Spark SQL over the event column; ``want`` types a bare field reference (a
+    condition wants ``boolean``)."""
+    tree = parse(text)
+    compiler = _Compiler(types, column)
+    tree = compiler.rewrite(tree, want, frozenset())
+    return str(tree.sql(dialect="spark"))
+
+
+def native(text: str) -> str:
+    """A field-free expression as Spark runs it: edgewise's own functions (geo_cell) rewritten to Spark SQL."""
+    return to_spark_sql(text, FieldTypes())
+
+
+# ---------------------------------------------------------------- runtime errors that fail one event
+
+ERROR_MESSAGES = {
+    "DIVIDE_BY_ZERO": "division by zero; use try_divide to get NULL instead",
+    "ARITHMETIC_OVERFLOW": "the result overflows its type; use the try_ form to get NULL instead",
+    "CAST_INVALID_INPUT": "a value cannot be cast to the target type; use try_cast to get NULL instead",
+    "INVALID_VARIANT_CAST": "a field's value does not have the type the expression needs",
+}
+"""On Spark, the messages of the errors a step catches (their types are Spark's error classes, as locally)."""
+
+
+def _sql(node: exp.Expression) -> str:
+    return str(node.sql(dialect="spark"))
+
+
+def _node(text: str) -> exp.Expression:
+    return sqlglot.parse_one(text, dialect=EdgewiseSpark)
+
+
+def _error_if(condition: str, error_class: str) -> str:
+    return f"CASE WHEN {condition} THEN '{error_class}' END"
+
+
+def _first(errors: list[str]) -> str | None:
+    errors = [e for e in errors if e]
+    if not errors:
+        return None
+    return errors[0] if len(errors) == 1 else f"coalesce({', '.join(errors)})"
+
+
+def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
+    """The expression with each failing operation in its NULL-giving form, and SQL giving the first error class
+    of the event (NULL when it has none). Errors in a branch not taken (CASE, IF, coalesce) do not count; lambda
+    bodies are left as they are (an error there fails the micro-batch)."""
+    if isinstance(node, exp.Lambda):
+        return node, None
+    if isinstance(node, exp.Case):
+        return _guard_case(node)
+    if isinstance(node, exp.Anonymous):
+        name = str(node.this).lower()
+        if name == "coalesce":
+            return _guard_coalesce(node)
+        if name == "variant_get" and len(node.expressions) == 3:
+            variant, path, type_ = node.expressions
+            v, ev = _guard(variant)
+            safe = _node(f"try_variant_get({_sql(v)}, {_sql(path)}, {_sql(type_)})")
+            own = _error_if(f"{_sql(v)} IS NOT NULL AND NOT is_variant_null({_sql(v)}) AND {_sql(safe)} IS NULL",
+                            "INVALID_VARIANT_CAST")
+            return safe, _first([ev or "", own])
+    errors: list[str] = []
+    for key, child in list(node.args.items()):
+        if isinstance(child, list):
+            guarded = []
+            for c in child:
+                if isinstance(c, exp.Expression):
+                    g, e = _guard(c)
+                    guarded.append(g)
+                    errors.append(e or "")
+                else:
+                    guarded.append(c)
+            node.set(key, guarded)
+        elif isinstance(child, exp.Expression):
+            g, e = _guard(child)
+            node.set(key, g)
+            errors.append(e or "")
+    if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
+        a, b = _sql(node.this), _sql(node.expression)
+        divisor_zero = f"({b}) = 0"
+        if isinstance(node, exp.Div):
+            safe = _node(f"try_divide({a}, {b})")
+        else:
+            safe = _node(f"CASE WHEN {divisor_zero} THEN NULL ELSE {_sql(node)} END")
+        errors.append(_error_if(divisor_zero, "DIVIDE_BY_ZERO"))
+        return safe, _first(errors)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}[type(node)]
+        a, b = _sql(node.this), _sql(node.expression)
+        safe = _node(f"{fn}({a}, {b})")
+        errors.append(_error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {_sql(safe)} IS NULL",
+                                "ARITHMETIC_OVERFLOW"))
+        return safe, _first(errors)
+    if isinstance(node, exp.Cast) and not node.args.get("safe"):
+        inner = _sql(node.this)
+        safe = _node(f"try_cast({inner} AS {_sql(node.args['to'])})")
+        errors.append(_error_if(f"({inner}) IS NOT NULL AND {_sql(safe)} IS NULL", "CAST_INVALID_INPUT"))
+        return safe, _first(errors)
+    return node, _first(errors)
+
+
+def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
+    errors: list[str] = []
+    taken: list[str] = []  # conditions of earlier branches: a later branch runs only when none was TRUE
+    if node.this is not None:
+        subject, e = _guard(node.this)
+        node.set("this", subject)
+        errors.append(e or "")
+    ifs = []
+    for branch in node.args.get("ifs") or []:
+        cond, ec = _guard(branch.this)
+        value, ev = _guard(branch.args["true"])
+        branch.set("this", cond)
+        branch.set("true", value)
+        ifs.append(branch)
+        not_before = " AND ".join(f"NOT coalesce({t}, false)" for t in taken) or "true"
+        if ec:
+            errors.append(f"CASE WHEN {not_before} THEN {ec} END")
+        cond_sql = _sql(cond) if node.this is None else f"({_sql(node.this)}) = ({_sql(cond)})"
+        if ev:
+            errors.append(f"CASE WHEN {not_before} AND coalesce({cond_sql}, false) THEN {ev} END")
+        taken.append(cond_sql)
+    node.set("ifs", ifs)
+    default = node.args.get("default")
+    if default is not None:
+        d, ed = _guard(default)
+        node.set("default", d)
+        if ed:
+            not_before = " AND ".join(f"NOT coalesce({t}, false)" for t in taken) or "true"
+            errors.append(f"CASE WHEN {not_before} THEN {ed} END")
+    return node, _first(errors)
+
+
+def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
+    errors: list[str] = []
+    args = []
+    earlier: list[str] = []
+    for arg in node.expressions:
+        g, e = _guard(arg)
+        args.append(g)
+        if e:
+            null_before = " AND ".join(f"({x}) IS NULL" for x in earlier) or "true"
+            errors.append(f"CASE WHEN {null_before} THEN {e} END")
+        earlier.append(_sql(g))
+    node.set("expressions", args)
+    return node, _first(errors)
+
+
+def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None,
+                   column: str = EVENT) -> tuple[str, str | None]:
+    """``(value, error)``: the expression in a form that gives NULL where it would fail, and SQL giving the
+    Spark error class of an event's first failure (NULL when there is none; None when nothing can fail)."""
+    tree = parse(text)
+    tree = _Compiler(types, column).rewrite(tree, want, frozenset())
+    safe, error = _guard(tree)
+    return _sql(safe), error

@@ -1,0 +1,145 @@
+"""Stateful steps Spark has natively: ``window`` (``window``/``session_window`` + ``withWatermark``) and ``dedupe``
+(``dropDuplicatesWithinWatermark``).
+
+Spark advances the watermark once per micro-batch (edgewise's local engine after every event), and a window's
+results leave the query in append mode (``emit: final``) once the watermark passes its end, or in update mode
+(``emit: updates``) after every micro-batch that changed it. Late events are dropped by Spark's state operator;
+when the step names a ``late`` sink, a copy of each event also rides to the writer tagged with the end of its
+window, and the writer keeps the copies whose window had closed at that micro-batch's watermark (which Spark
+records in the checkpoint's offset log, so a replayed micro-batch decides the same way).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from edgewise.engine.spark import frame as F
+from edgewise.engine.spark.sql import EVENT, to_spark_sql
+from edgewise.engine.spark.steps import Stage
+from edgewise.errors import ConfigError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from edgewise.steps.base import Step
+
+LATE_ROUTE = "_late:"
+"""``_to`` of a late-event candidate: ``_late:<sink id>``; ``_late_at`` holds its window's end (µs)."""
+
+
+def interval(us: int) -> str:
+    return f"{us} microseconds"
+
+
+def _typed(sql: str, spark_type: str) -> str:
+    """Grouping needs a comparable type: a VARIANT key (its type unknown) groups by its JSON text."""
+    return f"to_json({sql})" if spark_type == "variant" else sql
+
+
+def compile_window(stage: Stage, step: Step) -> tuple[Stage, DataFrame | None, str]:
+    """(the window results as a new stage, the routed rows to add back (or None), the output mode)."""
+    from pyspark.sql import functions as f
+
+    config = step.config
+    if config.allowed_lateness:
+        raise ConfigError(f"step {step.id}: allowed_lateness has no Spark equivalent (Spark drops a window's state "
+                          "once the watermark passes its end); use 0 on Spark")
+    types = stage.types
+    # the watermark sees every row, routed ones too: the end-of-input marker (routed past every step) moves it
+    watermarked = stage.df.withWatermark("event_time", interval(config.watermark))
+    live = watermarked.where(F.LIVE)
+    routed = watermarked.where(f"NOT {F.LIVE}")
+    if config.late != "drop":
+        size_us = step.size
+        slide_us = step.slide
+        if step.sessions:
+            ends = f"unix_micros(event_time) + {size_us}"
+        else:
+            ends = f"floor(unix_micros(event_time) / {slide_us}) * {slide_us} + {size_us}"
+        late = (live.withColumn("_to", f.lit(LATE_ROUTE + config.late))
+                    .withColumn("_record", f.expr(F.record_json()))
+                    .withColumn("_late_at", f.expr(f"CAST({ends} AS BIGINT)")))
+        routed = routed.withColumn("_late_at", f.lit(None).cast("bigint")).unionByName(late)
+    key_columns = []
+    for i, (name, text) in enumerate(zip(step.keys.names, step.keys.texts, strict=True)):
+        sql = to_spark_sql(text, types)
+        probe = live.select(f.expr(sql).alias("k")).schema["k"].dataType.simpleString()
+        key_columns.append((name, f"_k{i}", _typed(sql, probe), "string" if probe == "variant" else probe))
+    df = live
+    for _, column, sql, _ in key_columns:
+        df = df.withColumn(column, f.expr(sql))
+    if step.sessions:
+        window = f.session_window("event_time", interval(step.size))
+    elif config.sliding:
+        window = f.window("event_time", interval(step.size), interval(step.slide))
+    else:
+        window = f.window("event_time", interval(step.size))
+    aggs = []
+    post: dict[str, str] = {}
+    for name, spec in step.aggs.specs:
+        column = f"_a_{len(aggs)}"
+        argument = spec.argument.text if spec.argument else None
+        fn = spec.function
+        if fn == "count":
+            aggs.append(f.expr("count(*)" if argument is None else
+                               f"count({to_spark_sql(argument, types, want='string')})").alias(column))
+        elif fn in ("sum", "avg", "min", "max"):
+            aggs.append(f.expr(f"{fn}({to_spark_sql(argument or '', types, want='double')})").alias(column))
+        elif fn == "count_distinct":
+            aggs.append(f.expr(f"size(collect_set({to_spark_sql(argument or '', types, want='string')}))")
+                        .alias(column))
+        else:  # histogram: value -> count, from the values collected in the window
+            aggs.append(f.expr(f"collect_list(CAST({to_spark_sql(argument or '', types, want='string')} AS STRING))")
+                        .alias(column))
+            post[column] = (f"map_from_entries(transform(array_distinct({column}), "
+                            f"v -> struct(v, size(filter({column}, y -> y = v)))))")
+        post.setdefault(column, column)
+    grouped = df.groupBy(window.alias("_w"), *[f.col(c) for _, c, _, _ in key_columns]).agg(*aggs)
+    for column, sql in post.items():
+        grouped = grouped.withColumn(column, f.expr(sql))
+    entries = []
+    for name, column, _, spark_type in key_columns:
+        entries.append(f"{F.quote(name)}, {F.to_variant(column, spark_type)}")
+    entries.append(f"'window_start', {F.to_variant('_w.start', 'timestamp')}")
+    entries.append(f"'window_end', {F.to_variant('_w.end', 'timestamp')}")
+    for (name, _), agg in zip(step.aggs.specs, [a for a in post], strict=True):
+        entries.append(f"{F.quote(name)}, {F.to_variant(agg, grouped.schema[agg].dataType.simpleString())}")
+    key_json = "to_json(array(" + ", ".join(c for _, c, _, _ in key_columns) + "))" if key_columns else "'[]'"
+    result_id = f"concat({F.quote(step.id)}, ':', CAST(unix_micros(_w.start) AS STRING), ':', {key_json})"
+    updates = config.emit == "updates"
+    if updates:  # one result per change: the values tell the updates of one window apart, and replay alike
+        values = ", ".join(post)
+        result_id = f"concat({result_id}, '#', CAST(xxhash64({values}) AS STRING))"
+    results = grouped.select(
+        f.expr(result_id).alias("id"),
+        f.expr("_w.end - INTERVAL 1 MICROSECOND").alias("event_time"),
+        f.lit(stage.pipeline).alias("source"),
+        f.expr(f"map({', '.join(entries)})").alias(EVENT),
+        f.lit("").alias("_to"),
+        f.lit(None).cast("string").alias("_record"),
+    )
+    new_types = types.copy()
+    new_types.tree = {}
+    for name, column, _, spark_type in key_columns:
+        new_types.set([name], spark_type)
+    new_types.set(["window_start"], "timestamp")
+    new_types.set(["window_end"], "timestamp")
+    for (name, _), agg in zip(step.aggs.specs, list(post), strict=True):
+        new_types.set([name], grouped.schema[agg].dataType.simpleString())
+    mode = "update" if updates else "append"
+    return Stage(results, new_types, stage.pipeline, stage.now_sql), routed, mode
+
+
+def compile_dedupe(stage: Stage, step: Step) -> Stage:
+    """``dropDuplicatesWithinWatermark`` on the key (a NULL key is never a duplicate: it dedupes by event id)."""
+    from pyspark.sql import functions as f
+
+    config = step.config
+    key = to_spark_sql(config.key, stage.types)
+    probe = stage.df.select(f.expr(key).alias("k")).schema["k"].dataType.simpleString()
+    key = f"coalesce({_typed(key, probe)}, concat('\\u0000', id))"
+    watermarked = stage.df.withWatermark("event_time", interval(config.within + config.watermark))
+    live = watermarked.where(F.LIVE).withColumn("_dk", f.expr(f"CAST({key} AS STRING)"))
+    deduped = live.dropDuplicatesWithinWatermark(["_dk"]).drop("_dk")
+    routed = watermarked.where(f"NOT {F.LIVE}")
+    return Stage(deduped.unionByName(routed), stage.types, stage.pipeline, stage.now_sql)
