@@ -11,10 +11,10 @@ help:  ## this list
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
 	touch $@
 
-install: $(BIN)/.installed  ## create .venv and install edgewise with its dev tools
+install: $(BIN)/.installed  ## create .venv and install edgewise with its dev tools and the spark extra (PySpark)
 
 run: install  ## run the main example: HSL vehicle positions (bundled data) in command mode
 	$(BIN)/edgewise run examples/hsl/pipeline.yaml
