@@ -104,7 +104,11 @@ def power(a: Any, b: Any) -> float:
     except (OverflowError, ValueError):
         if x == 0 and y < 0:
             return math.inf
-        return math.nan if x < 0 else math.inf
+        if x < 0:  # as Java's Math.pow: a negative base overflows to ±inf for integral exponents, else NaN
+            if not y.is_integer():
+                return math.nan
+            return -math.inf if abs(y) % 2 == 1 else math.inf
+        return math.inf
 
 
 @table.fn("exp")
