@@ -20,29 +20,11 @@ CASES = ROOT / "tests" / "data" / "function_cases.txt"
 OUT = ROOT / "tests" / "data" / "spark_expected.json"
 
 
-def native(expr: str) -> str:
-    """The expression as Spark runs it: edgewise-only functions (geo_cell) rewritten to native Spark SQL."""
-    import sqlglot
-    from sqlglot import exp
-
-    from edgewise.expr.dialect import EdgewiseSpark
-    from edgewise.expr.functions.geo import spark_sql
-
-    if "geo_cell" not in expr:
-        return expr
-
-    def rewrite(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
-            args = [a.sql(dialect=EdgewiseSpark) for a in node.expressions]
-            return sqlglot.parse_one(spark_sql(*args), dialect=EdgewiseSpark)
-        return node
-
-    return sqlglot.parse_one(expr, dialect=EdgewiseSpark).transform(rewrite).sql(dialect="spark")
-
-
 def main() -> int:
     sys.path.insert(0, str(ROOT))
     from tests.expr.spark_compare import encode
+
+    from edgewise.engine.spark.sql import native
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -301,7 +301,7 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from edgewise.engine.spark.session import spark_session
 
     plan = load(args.pipeline)
-    conf = {}
+    conf: dict[str, str] = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep:
@@ -319,7 +319,7 @@ def cmd_spark(args: argparse.Namespace) -> int:
         job.stop()
         print("edgewise: stopped; the next run resumes from the checkpoint", file=sys.stderr)
         return 130
-    written = {}
+    written: dict[str, int] = {}
     for c in job.compiled:
         for sink, n in c.writer.stats.written.items():
             written[sink] = written.get(sink, 0) + n

@@ -88,7 +88,7 @@ def test_killed_driver_resumes_with_exactly_once_output(spark: Any, tmp_path: Pa
     spool.mkdir()
     written: list[dict[str, Any]] = []
     written += _write_segment(spool, 0)
-    rng = random.Random(7)  # noqa: S311  # reproducible kill times
+    rng = random.Random(7)  # reproducible kill times
 
     def grow() -> None:
         for segment in range(1, SEGMENTS):

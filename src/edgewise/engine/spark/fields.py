@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+
 @dataclass
 class FieldTypes:
     """Known field types by path: a Spark SQL type name (``bigint``, ``array<string>``) at each leaf; objects nest

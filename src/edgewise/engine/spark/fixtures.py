@@ -18,7 +18,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from edgewise.config.plan import Plan
+    from edgewise.steps.window import WindowConfig
     from edgewise.testing.fixtures import CaseResult, FixtureCase
 
 COUNTERS = ("late",)
@@ -46,7 +47,7 @@ def _reason(plan: Plan, case: FixtureCase, pipeline_id: str) -> str | None:
     for step in steps:
         if step.kind in ("aggregate", "complete", "spawn"):
             return f"the Spark engine does not compile `{step.kind}` steps yet"
-        if step.kind == "window" and step.config.allowed_lateness:
+        if step.kind == "window" and cast("WindowConfig", step.config).allowed_lateness:
             return "allowed_lateness has no Spark equivalent"
         if step.kind == "dedupe":
             return ("dedupe is dropDuplicatesWithinWatermark on Spark: a key is remembered until the watermark passes "
@@ -76,7 +77,7 @@ def run_case_on_spark(spark: SparkSession, plan: Plan, case: FixtureCase, file: 
         outputs, sinks, counters = _run(spark, plan, case, pipeline_id, _now_us(case.now))
     except ConfigError as exc:
         return CaseResult(file, case.name, False, f"does not compile on Spark: {exc}", unsupported=True)
-    except Exception as exc:  # noqa: BLE001  # Spark's analysis and runtime errors fail the case, with the reason
+    except Exception as exc:  # Spark's analysis and runtime errors fail the case, with the reason
         from pyspark.errors import PySparkException
 
         if not isinstance(exc, PySparkException | RuntimeError):

@@ -19,7 +19,7 @@ import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
@@ -32,9 +32,11 @@ from edgewise.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
-    from edgewise.config.plan import Plan, PipelinePlan
+    from edgewise.config.plan import PipelinePlan, Plan
+    from edgewise.steps.dedupe import DedupeStep
+    from edgewise.steps.window import WindowStep
 
 END_SOURCE = "edgewise:end"
 """The source of the end-of-input marker (a colon cannot occur in a source id)."""
@@ -193,12 +195,12 @@ class SparkJob:
             if step.kind == "window":
                 if windowed:
                     raise ConfigError(f"step {step.id}: the Spark engine compiles one window per pipeline")
-                stage, routed, mode = compile_window(stage, step)
+                stage, routed, mode = compile_window(stage, cast("WindowStep", step))
                 if routed is not None:
                     side.append(routed)
                 windowed = True
             elif step.kind == "dedupe":
-                stage = compile_dedupe(stage, step)
+                stage = compile_dedupe(stage, cast("DedupeStep", step))
             else:
                 stage = compile_stateless(stage, step)
         out = stage.df
@@ -317,4 +319,4 @@ def _as_object_schema(tree: dict[str, Any]) -> str:
     return render(tree)
 
 
-__all__ = ["CompiledPipeline", "SparkJob", "SparkOptions", "write_end_marker", "EVENT"]
+__all__ = ["EVENT", "CompiledPipeline", "SparkJob", "SparkOptions", "write_end_marker"]

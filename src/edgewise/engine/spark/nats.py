@@ -12,7 +12,7 @@ event time the message's JetStream timestamp; bodies are decoded as the daemon's
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
@@ -100,25 +100,26 @@ def read_range(url: str, stream: str, subject: str, source_id: str, fmt: str, fi
 
 def _data_source() -> type:
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+    from pyspark.sql.streaming.datasource import ReadLimit
 
-    class SequenceRange(InputPartition):  # type: ignore[misc]  # PySpark is untyped
+    class SequenceRange(InputPartition):
         def __init__(self, first: int, last: int) -> None:
             super().__init__((first, last))
             self.first = first
             self.last = last
 
-    class NatsStreamReader(DataSourceStreamReader):  # type: ignore[misc]
-        def __init__(self, options: dict[str, str]) -> None:
+    class NatsStreamReader(DataSourceStreamReader):
+        def __init__(self, options: Mapping[str, str]) -> None:
             self.options = options
 
         def _bounds(self) -> tuple[int, int]:
             return _stream_bounds(self.options["url"], self.options["stream"])
 
-        def initialOffset(self) -> dict[str, int]:  # noqa: N802  # PySpark's names
+        def initialOffset(self) -> dict[str, int]:  # PySpark's names
             first, _ = self._bounds()
             return {"seq": max(first - 1, 0)}
 
-        def latestOffset(self) -> dict[str, int]:  # noqa: N802
+        def latestOffset(self, start: dict[Any, Any], limit: ReadLimit) -> dict[Any, Any]:
             _, last = self._bounds()
             return {"seq": last}
 
@@ -126,7 +127,8 @@ def _data_source() -> type:
             first, last = int(start["seq"]) + 1, int(end["seq"])
             return [SequenceRange(a, min(a + CHUNK - 1, last)) for a in range(first, last + 1, CHUNK)]
 
-        def read(self, partition: SequenceRange) -> Iterator[tuple[Any, ...]]:
+        def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+            assert isinstance(partition, SequenceRange)
             o = self.options
             yield from read_range(o["url"], o["stream"], o["subject"], o["source_id"], o["format"],
                                   partition.first, partition.last)
@@ -134,7 +136,7 @@ def _data_source() -> type:
         def commit(self, end: dict[str, int]) -> None:
             """Nothing to do: the stream keeps its messages (its retention decides), the checkpoint the offset."""
 
-    class NatsDataSource(DataSource):  # type: ignore[misc]
+    class NatsDataSource(DataSource):
         @classmethod
         def name(cls) -> str:
             return FORMAT_NAME
@@ -142,7 +144,7 @@ def _data_source() -> type:
         def schema(self) -> str:
             return SCHEMA
 
-        def streamReader(self, schema: Any) -> NatsStreamReader:  # noqa: N802
+        def streamReader(self, schema: Any) -> NatsStreamReader:
             return NatsStreamReader(self.options)
 
     return NatsDataSource
@@ -156,7 +158,7 @@ def nats_frame(spark: SparkSession, source: Any) -> DataFrame:
     raw = (spark.readStream.format(FORMAT_NAME).option("url", source.url).option("stream", source.stream)
            .option("subject", source.subject).option("source_id", source.id).option("format", source.format)
            .load())
-    event = f"try_cast(try_parse_json(payload) AS MAP<STRING, VARIANT>)"
+    event = "try_cast(try_parse_json(payload) AS MAP<STRING, VARIANT>)"
     return raw.select(
         "id", "event_time", f.lit(source.id).alias("source"),
         f.expr(f"CASE WHEN error IS NULL THEN {event} END").alias(EVENT),

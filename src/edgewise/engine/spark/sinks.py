@@ -17,6 +17,7 @@ pipeline's results (they go to each of its ``to`` sinks, or to stdout) or the si
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -163,28 +164,34 @@ class BatchWriter:
         return _base(self.plan).path(relative)
 
     def _file(self, config: Any, rows: DataFrame, batch_id: int) -> int:
+        """One segment per micro-batch, written by an executor (one task: the segment's name and content are the
+        same when Spark replays the batch), then renamed into the spool."""
+        from pyspark.sql import functions as f
+
         directory = self._path(config.path)
         os.makedirs(directory, exist_ok=True)
         final = os.path.join(directory, f"part-b{batch_id:012d}-{self.pipeline.id}.ndjson")
-        temp = final + ".open"
+        staging = os.path.join(directory, f"_staging-b{batch_id:012d}-{self.pipeline.id}")
+        if config.envelope:  # {"id", "event_time" (µs), "source", "payload"}: what the file sink's envelope is
+            head = "to_json(named_struct('id', id, 'event_time', unix_micros(event_time), 'source', source))"
+            line = f.expr(f"concat(substr({head}, 1, length({head}) - 1), ',\"payload\":', _record, '}}')")
+        else:
+            line = f.col("_record")
+        lines = rows.select(line.alias("value")).coalesce(1)
+        lines.write.mode("overwrite").text(staging)
+        parts = sorted(p for p in os.listdir(staging) if p.startswith("part-") and not p.endswith(".crc"))
         n = 0
-        with open(temp, "wb") as fh:
-            for row in rows.select("id", "event_time", "source", "_record").toLocalIterator():
-                fh.write(_line(row, config.envelope))
-                n += 1
-            fh.flush()
-            if config.fsync:
-                os.fsync(fh.fileno())
-        if n == 0:
-            os.unlink(temp)
-            return 0
-        os.replace(temp, final)
-        if config.fsync:
-            fd = os.open(directory, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        if parts:
+            produced = os.path.join(staging, parts[0])
+            with open(produced, "rb") as fh:
+                n = sum(1 for _ in fh)
+            if n:
+                if config.fsync:
+                    _fsync_file(produced)
+                os.replace(produced, final)
+                if config.fsync:
+                    _fsync_file(directory)
+        shutil.rmtree(staging, ignore_errors=True)
         return n
 
     def _parquet(self, config: Any, rows: DataFrame, batch_id: int) -> int:
@@ -214,12 +221,12 @@ class BatchWriter:
         return int(counter.value)
 
 
-def _line(row: Row, envelope: bool) -> bytes:
-    if not envelope:
-        return row["_record"].encode() + b"\n"
-    time_us = _micros(row["event_time"])
-    head = orjson.dumps({"id": row["id"], "event_time": time_us, "source": row["source"]})
-    return head[:-1] + b',"payload":' + row["_record"].encode() + b"}\n"
+def _fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _micros(value: Any) -> int | None:

@@ -30,8 +30,11 @@ FRAME_COLUMNS = ["id", "event_time", "source", EVENT, "_to", "_record"]
 
 
 def _envelope_sql() -> str:
+    """An envelope line has exactly the keys id, event_time, source, payload; the writers put ``id`` first, so the
+    exact (costlier) check runs only on lines that start that way."""
     keys = "sort_array(map_keys(try_cast(_v AS MAP<STRING, VARIANT>)))"
-    return f"coalesce({keys} = array('event_time', 'id', 'payload', 'source'), false)"
+    return (f"CASE WHEN startswith(_line, '{{\"id\":') THEN "
+            f"coalesce({keys} = array('event_time', 'id', 'payload', 'source'), false) ELSE false END")
 
 
 def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_files: int | None = None) -> DataFrame:

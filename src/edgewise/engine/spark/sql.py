@@ -8,7 +8,7 @@ function names and syntax are the same on both engines; only field references an
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import sqlglot
 from sqlglot import exp
@@ -106,17 +106,17 @@ class _Compiler:
             if path[0] in self.variant_vars and (len(path) > 1 or want):
                 var = path[0]
                 read = f"variant_get({var}, '{json_path(path[1:])}'" + (f", '{want}')" if want else ")")
-                return sqlglot.parse_one(read, dialect=EdgewiseSpark)
+                return _node(read)
             return node
         if path is not None:
             self.fields.add(path[0])
             known = self.types.type_of(path)
-            return sqlglot.parse_one(field_read(path, known or want, self.column), dialect=EdgewiseSpark)
+            return _node(field_read(path, known or want, self.column))
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
 
-            return sqlglot.parse_one(spark_sql(*args), dialect=EdgewiseSpark)
+            return _node(spark_sql(*args))
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ELEMENT_PARAM and len(node.expressions) > 1:
             start = node.expressions[1]
             if isinstance(start, exp.Literal) and not start.is_string and start.this.isdigit():
@@ -234,7 +234,7 @@ def _sql(node: exp.Expression) -> str:
 
 
 def _node(text: str) -> exp.Expression:
-    return sqlglot.parse_one(text, dialect=EdgewiseSpark)
+    return cast(exp.Expression, sqlglot.parse_one(text, dialect=EdgewiseSpark))
 
 
 def _error_if(condition: str, error_class: str) -> str:

@@ -9,8 +9,9 @@ forms plus an error column (``sql.to_guarded_sql``), so one bad event never fail
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes
@@ -21,7 +22,12 @@ from edgewise.steps.annotate import split_path
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from edgewise.steps.annotate import AnnotateConfig, AnnotateStep
     from edgewise.steps.base import Step
+    from edgewise.steps.filter import FilterConfig, FilterStep
+    from edgewise.steps.lookup import LookupConfig, LookupStep
+    from edgewise.steps.tee import TeeConfig, TeeStep
+    from edgewise.steps.transform import TransformConfig, TransformOp, TransformStep
 
 
 @dataclass
@@ -127,12 +133,12 @@ def _set_edit(event: str, paths: list[tuple[list[str], str]], typed: dict[str, t
     return event
 
 
-def compile_filter(stage: Stage, step: Step) -> Stage:
+def compile_filter(stage: Stage, step: FilterStep) -> Stage:
     """``filter`` and ``gate``: keep live rows where ``where`` is TRUE (``when`` not TRUE: kept as they are)."""
     from pyspark.sql import functions as f
 
     exprs = _Exprs(step, stage.types)
-    where = exprs.sql(step.config.where, "boolean")
+    where = exprs.sql(cast("FilterConfig", step.config).where, "boolean")
     applies = _applies(step, exprs)
     df = stage.df.withColumn("_applies", f.expr(applies))
     error = exprs.error()
@@ -146,20 +152,20 @@ def compile_filter(stage: Stage, step: Step) -> Stage:
     return Stage(_finish(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
 
 
-def compile_annotate(stage: Stage, step: Step) -> Stage:
+def compile_annotate(stage: Stage, step: AnnotateStep) -> Stage:
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
-    values, paths = _assignments(stage, step, exprs, dict(step.config.set), "set", stage.types)
+    values, paths = _assignments(stage, step, exprs, dict(cast("AnnotateConfig", step.config).set), "set", stage.types)
     return _edit(stage, step, exprs, applies, values, lambda typed: _set_edit(EVENT, paths, typed), paths)
 
 
-def compile_transform(stage: Stage, step: Step) -> Stage:
-    for i, op in enumerate(step.config.ops):
+def compile_transform(stage: Stage, step: TransformStep) -> Stage:
+    for i, op in enumerate(cast("TransformConfig", step.config).ops):
         stage = _transform_op(stage, step, op, i)
     return stage
 
 
-def _transform_op(stage: Stage, step: Step, op: Any, index: int) -> Stage:
+def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int) -> Stage:
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
     types = stage.types
@@ -182,15 +188,15 @@ def _transform_op(stage: Stage, step: Step, op: Any, index: int) -> Stage:
             types.drop(src)
         return _edit(stage, step, exprs, applies, {}, rename)
     if op.drop is not None:
-        paths = [list(split_path(p)) for p in op.drop]
+        dropped = [list(split_path(p)) for p in op.drop]
 
         def drop(_: dict[str, tuple[str, str]]) -> str:
             event = EVENT
-            for path in paths:
+            for path in dropped:
                 event = F.without_field(event, path)
             return event
 
-        for path in paths:
+        for path in dropped:
             types.drop(path)
         return _edit(stage, step, exprs, applies, {}, drop)
     if op.keep is not None:
@@ -198,31 +204,32 @@ def _transform_op(stage: Stage, step: Step, op: Any, index: int) -> Stage:
         types.keep(names)
         return _edit(stage, step, exprs, applies, {}, lambda _: F.keeping(EVENT, names))
     rr = op.regex_replace
-    path = list(split_path(rr.field))
-    current = F.variant_at(path)
+    assert rr is not None
+    target = list(split_path(rr.field))
+    current = F.variant_at(target)
     replacement = rr.replacement.replace("\\", "$") if "\\" in rr.replacement else rr.replacement
     value = (f"CASE WHEN {current} IS NULL OR is_variant_null({current}) THEN NULL ELSE "
              f"regexp_replace(CAST({current} AS STRING), {F.quote(rr.pattern)}, {F.quote(replacement)}) END")
 
     def regex(typed: dict[str, tuple[str, str]]) -> str:
         return (f"CASE WHEN _rx IS NULL THEN {EVENT} ELSE "
-                f"{F.with_field(EVENT, path, F.to_variant('_rx', 'string'))} END")
+                f"{F.with_field(EVENT, target, F.to_variant('_rx', 'string'))} END")
 
-    types.set(path, "string")
+    types.set(target, "string")
     return _edit(stage, step, exprs, applies, {"_rx": value}, regex)
 
 
-def compile_tee(stage: Stage, step: Step) -> Stage:
+def compile_tee(stage: Stage, step: TeeStep) -> Stage:
     """A copy of each live row (optionally reshaped) is routed to the tee's sink; the original goes on."""
     from pyspark.sql import functions as f
 
-    config = step.config
+    config = cast("TeeConfig", step.config)
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
     copy = EVENT
     df = stage.df.withColumn("_applies", f.expr(applies))
     values: dict[str, str] = {}
-    for i, (path, text) in enumerate((config.set or {}).items()):
+    for i, text in enumerate((config.set or {}).values()):
         values[f"_tee{i}"] = exprs.sql(text)
     for name, sql in values.items():
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
@@ -231,7 +238,7 @@ def compile_tee(stage: Stage, step: Step) -> Stage:
         copy = F.with_field(copy, list(split_path(path)), F.to_variant(name, df.schema[name].dataType.simpleString()))
     if config.keep:
         copy = F.keeping(copy, list(config.keep))
-    df = (df.withColumn("_copy", f.expr(f"CASE WHEN _applies THEN array(false, true) ELSE array(false) END"))
+    df = (df.withColumn("_copy", f.expr("CASE WHEN _applies THEN array(false, true) ELSE array(false) END"))
             .withColumn("_copy", f.explode("_copy"))
             .withColumn("_record", f.expr(f"CASE WHEN _copy THEN {F.record_json(copy)} ELSE _record END"))
             .withColumn("id", f.expr(f"CASE WHEN _copy THEN concat(id, '#', {F.quote(step.id)}) ELSE id END"))
@@ -240,14 +247,14 @@ def compile_tee(stage: Stage, step: Step) -> Stage:
     return Stage(df, stage.types, stage.pipeline, stage.now_sql)
 
 
-def compile_lookup(stage: Stage, step: Step) -> Stage:
+def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     """A broadcast join with the (small, static) table, by the string form of the key, as locally."""
     from pyspark.sql import functions as f
 
     spark = stage.df.sparkSession
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
-    key = exprs.sql(step.config.key, "string")
+    key = exprs.sql(cast("LookupConfig", step.config).key, "string")
     rows = [(k, {c: _json_text(v) for c, v in row.items()}) for k, row in step.table.items()]
     table = spark.createDataFrame(rows, "_lk_key STRING, _lk_row MAP<STRING, STRING>") if rows else \
         spark.createDataFrame([], "_lk_key STRING, _lk_row MAP<STRING, STRING>")
@@ -283,7 +290,7 @@ def _json_text(value: Any) -> str:
     return dumps(value).decode()
 
 
-STATELESS = {
+STATELESS: dict[str, Callable[[Stage, Any], Stage]] = {
     "filter": compile_filter,
     "gate": compile_filter,
     "annotate": compile_annotate,

@@ -19,9 +19,10 @@ from edgewise.engine.spark.steps import Stage
 from edgewise.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import Column, DataFrame
 
-    from edgewise.steps.base import Step
+    from edgewise.steps.dedupe import DedupeStep
+    from edgewise.steps.window import WindowStep
 
 LATE_ROUTE = "_late:"
 """``_to`` of a late-event candidate: ``_late:<sink id>``; ``_late_at`` holds its window's end (µs)."""
@@ -36,7 +37,7 @@ def _typed(sql: str, spark_type: str) -> str:
     return f"to_json({sql})" if spark_type == "variant" else sql
 
 
-def compile_window(stage: Stage, step: Step) -> tuple[Stage, DataFrame | None, str]:
+def compile_window(stage: Stage, step: WindowStep) -> tuple[Stage, DataFrame | None, str]:
     """(the window results as a new stage, the routed rows to add back (or None), the output mode)."""
     from pyspark.sql import functions as f
 
@@ -74,9 +75,9 @@ def compile_window(stage: Stage, step: Step) -> tuple[Stage, DataFrame | None, s
         window = f.window("event_time", interval(step.size), interval(step.slide))
     else:
         window = f.window("event_time", interval(step.size))
-    aggs = []
+    aggs: list[Column] = []
     post: dict[str, str] = {}
-    for name, spec in step.aggs.specs:
+    for _, spec in step.aggs.specs:
         column = f"_a_{len(aggs)}"
         argument = spec.argument.text if spec.argument else None
         fn = spec.function
@@ -102,7 +103,7 @@ def compile_window(stage: Stage, step: Step) -> tuple[Stage, DataFrame | None, s
         entries.append(f"{F.quote(name)}, {F.to_variant(column, spark_type)}")
     entries.append(f"'window_start', {F.to_variant('_w.start', 'timestamp')}")
     entries.append(f"'window_end', {F.to_variant('_w.end', 'timestamp')}")
-    for (name, _), agg in zip(step.aggs.specs, [a for a in post], strict=True):
+    for (name, _), agg in zip(step.aggs.specs, list(post), strict=True):
         entries.append(f"{F.quote(name)}, {F.to_variant(agg, grouped.schema[agg].dataType.simpleString())}")
     key_json = "to_json(array(" + ", ".join(c for _, c, _, _ in key_columns) + "))" if key_columns else "'[]'"
     result_id = f"concat({F.quote(step.id)}, ':', CAST(unix_micros(_w.start) AS STRING), ':', {key_json})"
@@ -120,7 +121,7 @@ def compile_window(stage: Stage, step: Step) -> tuple[Stage, DataFrame | None, s
     )
     new_types = types.copy()
     new_types.tree = {}
-    for name, column, _, spark_type in key_columns:
+    for name, _, _, spark_type in key_columns:
         new_types.set([name], spark_type)
     new_types.set(["window_start"], "timestamp")
     new_types.set(["window_end"], "timestamp")
@@ -130,7 +131,7 @@ def compile_window(stage: Stage, step: Step) -> tuple[Stage, DataFrame | None, s
     return Stage(results, new_types, stage.pipeline, stage.now_sql), routed, mode
 
 
-def compile_dedupe(stage: Stage, step: Step) -> Stage:
+def compile_dedupe(stage: Stage, step: DedupeStep) -> Stage:
     """``dropDuplicatesWithinWatermark`` on the key (a NULL key is never a duplicate: it dedupes by event id)."""
     from pyspark.sql import functions as f
 
