@@ -45,7 +45,7 @@ def _reason(plan: Plan, case: FixtureCase, pipeline_id: str) -> str | None:
         if isinstance(item, str) and item.startswith("pause"):
             return "processing time (`pause`) does not pass inside a Spark micro-batch test"
     for step in steps:
-        if step.kind in ("aggregate", "complete", "spawn"):
+        if step.kind in ("aggregate", "complete"):
             return f"the Spark engine does not compile `{step.kind}` steps yet"
         if step.kind == "window" and cast("WindowConfig", step.config).allowed_lateness:
             return "allowed_lateness has no Spark equivalent"
@@ -131,7 +131,7 @@ def _run(spark: SparkSession, plan: Plan, case: FixtureCase, pipeline_id: str,
                 n += len(chunk)
             last = index == len(runs) - 1
             options = SparkOptions(checkpoint=os.path.join(work, "checkpoint"), once=True,
-                                   now_sql=f"timestamp_micros({now_us})", flush=last)
+                                   now_sql=f"timestamp_micros({now_us})", now_us=now_us, flush=last)
             job = SparkJob(spark, test_plan, options, collect=collect, pipelines=[pipeline_id],
                            report=lambda text: None)
             job.run()

@@ -26,7 +26,8 @@ from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_
 from edgewise.engine.spark.sinks import BatchWriter, Collector
 from edgewise.engine.spark.sources import FRAME_COLUMNS, source_frame, spool_frame
 from edgewise.engine.spark.sql import EVENT, to_spark_sql
-from edgewise.engine.spark.steps import Stage, compile_stateless
+from edgewise.engine.spark.python_steps import compile_python_step
+from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
 from edgewise.engine.spark.windows import compile_dedupe, compile_window
 from edgewise.errors import ConfigError
 
@@ -54,6 +55,8 @@ class SparkOptions:
     """Micro-batch interval of a continuous job (0: as soon as the previous one finished)."""
     now_sql: str = "current_timestamp()"
     """The dead-letter time (tests fix it)."""
+    now_us: int | None = None
+    """The clock of steps run in Python (tests fix it; None: the system clock)."""
     flush: bool = True
     """With ``once``: flush the windows still open when the input is processed (see the module docs)."""
 
@@ -201,8 +204,13 @@ class SparkJob:
                 windowed = True
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step))
-            else:
+            elif step.kind in STATELESS:
                 stage = compile_stateless(stage, step)
+            elif step.kind in ("aggregate", "complete"):
+                raise ConfigError(f"step {step.id}: the Spark engine does not compile `{step.kind}` steps yet "
+                                  "(docs/spark.md)")
+            else:  # spawn and plugin steps: the local step class on the executors
+                stage = compile_python_step(stage, step, self.plan, self.options.now_us)
         out = stage.df
         if "_late_at" not in out.columns:
             out = out.withColumn("_late_at", f.lit(None).cast("bigint"))

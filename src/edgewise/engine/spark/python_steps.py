@@ -1,0 +1,104 @@
+"""Steps Spark has no operation for (``spawn``, third-party step plugins) run on the executors, in Python.
+
+The live rows of each partition go, as JSON, through the local engine's own step class (built once per Python
+worker from the step's config) with the local engine's ``when``, ``retry`` and ``on_error`` (``GuardedStep``):
+the same code, so the same results. What the step sends to a sink (a dead letter, a copy) is routed like any
+other routed row. Spark's Python workers pay for the JSON round trip, which is why native steps never come here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from edgewise.engine.spark import frame as F
+from edgewise.engine.spark.sql import EVENT
+from edgewise.engine.spark.steps import Stage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from edgewise.steps.base import Step
+
+SCHEMA = "id STRING, event_time TIMESTAMP, source STRING, _json STRING, _to STRING, _record STRING"
+
+_STEPS: dict[tuple[str, str], Any] = {}
+"""Steps built in this Python worker, by (pipeline, step id): a spawn step is built once per worker, not per row."""
+
+
+def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str,
+                   now_us: int | None) -> Any:
+    def run(frames: Iterator[Any]) -> Iterator[Any]:
+        import datetime as dt
+
+        import orjson
+        import pandas as pd
+
+        from edgewise.clock import FakeClock, SystemClock
+        from edgewise.config import BuildContext
+        from edgewise.engine.context import RunContext
+        from edgewise.engine.guard import GuardedStep
+        from edgewise.events import Batch
+        from edgewise.jsonio import dumps
+
+        key = (pipeline_id, config.id)
+        guarded = _STEPS.get(key)
+        if guarded is None:
+            step = step_class.from_config(config, BuildContext(base_dir))
+            guarded = _STEPS[key] = GuardedStep(step, pipeline_id)
+        clock = FakeClock(now_us) if now_us is not None else SystemClock()
+        for frame in frames:
+            sent: list[tuple[str, Batch]] = []
+            ctx = RunContext(clock=clock, send=lambda sink, batch: sent.append((sink, batch)))
+            live = frame[frame["_to"] == ""]
+            routed = frame[frame["_to"] != ""]
+            rows: list[tuple[Any, ...]] = [tuple(r) for r in routed.itertuples(index=False)]
+            if len(live):
+                times = [_micros(t) for t in live["event_time"]]
+                batch = Batch([orjson.loads(j) for j in live["_json"]], source=str(live["source"].iloc[0]),
+                              ingest_time_us=0, event_times=times, ids=list(live["id"]))
+                out = guarded.run(batch, ctx)
+                ids = out.ids()
+                for i, payload in enumerate(out.payloads):
+                    when = dt.datetime.fromtimestamp(out.event_times[i] / 1e6, dt.UTC)
+                    rows.append((ids[i], when, out.source, dumps(payload).decode(), "", None))
+                for sink, sent_batch in sent:
+                    sent_ids = sent_batch.ids()
+                    for i, payload in enumerate(sent_batch.payloads):
+                        when = dt.datetime.fromtimestamp(sent_batch.event_times[i] / 1e6, dt.UTC)
+                        rows.append((sent_ids[i], when, sent_batch.source, None, sink, dumps(payload).decode()))
+                if ctx.stats.failed:  # on_error: fail, as the native steps do on Spark: the query stops
+                    raise RuntimeError(f"pipeline {pipeline_id}, step {config.id}: {ctx.stats.failed} events failed")
+            yield pd.DataFrame(rows, columns=["id", "event_time", "source", "_json", "_to", "_record"])
+
+    return run
+
+
+def _micros(value: Any) -> int:
+    import pandas as pd
+
+    if value is None or pd.isna(value):
+        return 0
+    stamp = pd.Timestamp(value)
+    if stamp.tzinfo is None:
+        stamp = stamp.tz_localize("UTC")
+    return int(stamp.value // 1000)
+
+
+def compile_python_step(stage: Stage, step: Step, plan: Any, now_us: int | None) -> Stage:
+    from pyspark.sql import functions as f
+
+    from edgewise.engine.local import _base
+
+    run = _run_partition(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us)
+    as_json = stage.df.select("id", "event_time", "source", f.expr(F.record_json()).alias("_json"), "_to", "_record")
+    out: DataFrame = as_json.mapInPandas(run, SCHEMA)
+    frame = out.select("id", "event_time", "source",
+                       f.expr(f"CASE WHEN _to = '' THEN try_cast(parse_json(_json) AS MAP<STRING, VARIANT>) END")
+                       .alias(EVENT), "_to", "_record")
+    into = getattr(step.config, "into", None)
+    if into:
+        stage.types.drop(into.split("."))
+    else:
+        stage.types.tree = {}
+    return Stage(frame, stage.types, stage.pipeline, stage.now_sql)
