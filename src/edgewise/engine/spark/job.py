@@ -26,6 +26,7 @@ from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_
 from edgewise.engine.spark.sinks import BatchWriter, Collector
 from edgewise.engine.spark.sources import FRAME_COLUMNS, source_frame, spool_frame
 from edgewise.engine.spark.sql import EVENT, to_spark_sql
+from edgewise.engine.spark.keyed import compile_aggregate
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
 from edgewise.engine.spark.windows import compile_dedupe, compile_window
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from pyspark.sql.streaming.query import StreamingQuery
 
     from edgewise.config.plan import PipelinePlan, Plan
+    from edgewise.steps.aggregate import AggregateStep
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.window import WindowStep
 
@@ -206,7 +208,9 @@ class SparkJob:
                 stage = compile_dedupe(stage, cast("DedupeStep", step))
             elif step.kind in STATELESS:
                 stage = compile_stateless(stage, step)
-            elif step.kind in ("aggregate", "complete"):
+            elif step.kind == "aggregate":
+                stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us)
+            elif step.kind == "complete":
                 raise ConfigError(f"step {step.id}: the Spark engine does not compile `{step.kind}` steps yet "
                                   "(docs/spark.md)")
             else:  # spawn and plugin steps: the local step class on the executors
