@@ -64,8 +64,9 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             step = self.step
             step.reset()
             items: dict[str, str] = {}
-            if self.state.exists():
-                items = orjson.loads(self.state.get()[0])
+            stored = self.state.get() if self.state.exists() else None
+            if stored is not None:
+                items = orjson.loads(stored[0])
                 step.restore((name, base64.b64decode(value)) for name, value in items.items())
             sent: list[tuple[str, Batch]] = []
             ctx = RunContext(clock=FakeClock(now_us) if now_us is not None else SystemClock(),

@@ -54,6 +54,23 @@ END = "_end"
 """``_to`` of the end-of-input marker (``job.py``): never written."""
 
 
+def possible_routes(plan: Plan, pipeline_id: str) -> list[str]:
+    """Every ``_to`` a pipeline's rows can have, known from its steps (no pass over a batch to find them)."""
+    routes = [RESULTS, MALFORMED]
+    for step in plan.pipeline(pipeline_id).steps:
+        config = step.config
+        if config.on_error not in ("fail", "skip"):
+            routes.append(config.on_error)
+        if step.kind == "tee":
+            routes.append(config.to)  # type: ignore[attr-defined]
+        if step.kind == "window" and config.late != "drop":  # type: ignore[attr-defined]
+            routes.append(LATE_ROUTE + config.late)  # type: ignore[attr-defined]
+        if step.kind not in ("filter", "gate", "annotate", "transform", "lookup", "tee", "window", "dedupe",
+                             "aggregate"):
+            routes += list(plan.sinks)  # a step run in Python may send to any sink
+    return list(dict.fromkeys(routes))
+
+
 def late_watermark_us(checkpoint: str, batch_id: int) -> int | None:
     """The watermark Spark drops late rows by in ``batch_id``: the previous micro-batch's (Spark 4 with several
     stateful operators allowed), from the checkpoint's offset log, so a replayed batch decides the same."""
@@ -92,14 +109,14 @@ class BatchWriter:
         self.stdout = stdout
         self.report = report or (lambda text: print(text, file=sys.stderr))
         self.stats = BatchStats()
+        self.routes = possible_routes(plan, pipeline_id)
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as f
 
-        batch = batch.persist()
+        batch = batch.persist()  # computed once, then each route reads its rows from the cache
         try:
-            routes = [r["_to"] for r in batch.select("_to").distinct().collect()]
-            for route in routes:
+            for route in self.routes:
                 rows = batch.where(f.col("_to") == route)
                 if route == RESULTS and self.collect is not None:
                     self._write(RESULTS, rows, batch_id)
@@ -107,8 +124,10 @@ class BatchWriter:
                     for sink_id in self.pipeline.to or ["stdout"]:
                         self._write(sink_id, rows, batch_id)
                 elif route == MALFORMED:
-                    lines = rows.select("id", "_record").limit(5).collect()
                     count = rows.count()
+                    if not count:
+                        continue
+                    lines = rows.select("id", "_record").limit(5).collect()
                     self.stats.malformed += count
                     shown = "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in lines)
                     self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, "

@@ -49,9 +49,13 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.col("_metadata.file_modification_time").alias("_mtime"),
         f.posexplode(f.split("value", "\n")).alias("_pos", "_line"),
     ).where("trim(_line) <> ''")
-    parsed = raw.withColumn("_v", f.expr("try_parse_json(_line)"))
+    # the parsed line and the event map are made by generators (explode of a one-element array): Spark cannot
+    # inline a generator's output into the filters it pushes down, which would parse each line again per condition
+    parsed = raw.select("*", f.explode(f.array(f.expr("try_parse_json(_line)"))).alias("_v"))
     parsed = parsed.withColumn("_env", f.expr(_envelope_sql()))
     payload = "CASE WHEN _env THEN variant_get(_v, '$.payload') ELSE _v END"
+    parsed = parsed.select("*", f.explode(f.array(f.expr(f"try_cast({payload} AS MAP<STRING, VARIANT>)")))
+                           .alias(EVENT))
     frame = parsed.select(
         f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') "
                f"ELSE concat({F.quote(source_id + ':')}, _file, ':', CAST(_pos + 1 AS STRING)) END").alias("id"),
@@ -59,7 +63,7 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
                "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE _mtime END").alias("event_time"),
         f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
                f"ELSE {F.quote(source_id)} END").alias("source"),
-        f.expr(f"try_cast({payload} AS MAP<STRING, VARIANT>)").alias(EVENT),
+        f.col(EVENT),
         f.col("_line"),
     )
     return (frame.withColumn("_to", f.expr(f"CASE WHEN {EVENT} IS NULL THEN {F.quote(MALFORMED)} ELSE '' END"))

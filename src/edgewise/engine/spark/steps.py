@@ -255,9 +255,11 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
     key = exprs.sql(cast("LookupConfig", step.config).key, "string")
-    rows = [(k, {c: _json_text(v) for c, v in row.items()}) for k, row in step.table.items()]
-    table = spark.createDataFrame(rows, "_lk_key STRING, _lk_row MAP<STRING, STRING>") if rows else \
-        spark.createDataFrame([], "_lk_key STRING, _lk_row MAP<STRING, STRING>")
+    columns = step.columns
+    # the table's values are parsed into VARIANTs once, here, not per event
+    rows = [(k, {c: _json_text(row.get(c)) for c in columns}) for k, row in step.table.items()]
+    table = (spark.createDataFrame(rows, "_lk_key STRING, _lk_row MAP<STRING, STRING>")
+             .selectExpr("_lk_key", "transform_values(_lk_row, (k, v) -> parse_json(v)) AS _lk_row"))
     df = stage.df.withColumn("_applies", f.expr(applies)).withColumn(
         "_lk_probe", f.expr(f"CASE WHEN _applies THEN CAST({key} AS STRING) END"))
     df = df.join(f.broadcast(table), df["_lk_probe"] == table["_lk_key"], "left")
@@ -269,9 +271,8 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
             "CASE WHEN _applies AND _lk_key IS NULL THEN "
             f"raise_error(concat('lookup {step.id}: no row for key ', coalesce(_lk_probe, 'NULL'))) END"))
         df = df.drop("_lk_check")
-    columns = step.columns
-    row_map = ("map_from_entries(transform(array(" + ", ".join(F.quote(c) for c in columns) + "), "
-               "c -> struct(c, parse_json(_lk_row[c]))))") if columns else "map()"
+    nulls = "map(" + ", ".join(f"{F.quote(c)}, CAST(NULL AS VARIANT)" for c in columns) + ")"
+    row_map = f"coalesce(_lk_row, {nulls})" if columns else "map()"
     if step.into is None:
         edited = f"map_concat({EVENT}, {row_map})" if columns else EVENT
         for c in columns:

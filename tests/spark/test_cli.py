@@ -1,0 +1,80 @@
+"""The Spark commands, in process (they reuse the test run's Spark session): `edgewise spark`, `explain --engine
+spark`, `test --engine spark`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgewise.cli import main
+from tests.conftest import ROOT
+
+PIPELINE = """\
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in, schema: "t BIGINT, room STRING"}]
+pipelines:
+  - id: loud
+    steps: [{filter: {id: loud, where: "db > 60"}}]
+    to: [out]
+  - id: per-room
+    steps:
+      - window: {id: rooms, key: [room], tumbling: 1m, aggs: {n: count(), peak: max(db)}}
+    to: [windows]
+sinks:
+  - {id: out, type: file, path: out/loud}
+  - {id: windows, type: file, path: out/windows}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "pipeline.yaml").write_text(PIPELINE, encoding="utf-8")
+    (tmp_path / "in").mkdir()
+    rows = [{"room": "a", "t": 1, "db": 70}, {"room": "a", "t": 30, "db": 50}, {"room": "b", "t": 61, "db": 80}]
+    (tmp_path / "in" / "part-1.ndjson").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return tmp_path
+
+
+def _lines(directory: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for p in sorted(directory.glob("*.ndjson")) for line in p.read_text().splitlines()]
+
+
+def test_spark_once_runs_every_pipeline_and_flushes_windows(spark: Any, project: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["spark", str(project / "pipeline.yaml"), "--checkpoint", str(project / "ck"), "--once"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    assert "2 pipelines on Spark 4" in err and "done:" in err
+    assert sorted(r["db"] for r in _lines(project / "out" / "loud")) == [70, 80]
+    windows = sorted((r["room"], r["window_start"], r["n"], r["peak"]) for r in _lines(project / "out" / "windows"))
+    assert windows == [("a", "1970-01-01T00:00:00Z", 2, 70), ("b", "1970-01-01T00:01:00Z", 1, 80)]
+    # a second run on the same checkpoint has nothing new to do and writes nothing twice
+    assert main(["spark", str(project / "pipeline.yaml"), "--checkpoint", str(project / "ck"), "--once"]) == 0
+    assert len(_lines(project / "out" / "loud")) == 2
+
+
+def test_explain_prints_the_spark_plan_of_each_pipeline(spark: Any, project: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["explain", str(project / "pipeline.yaml"), "--engine", "spark"]) == 0
+    out = capsys.readouterr().out
+    assert "== pipeline loud (output mode: append" in out and "== pipeline per-room" in out
+    assert "Physical Plan" in out and "variant_get" in out.lower()
+
+
+def test_a_pipeline_without_sources_is_a_config_error(spark: Any, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text("version: 1\npipelines: [{id: p, steps: []}]\n")
+    assert main(["spark", str(path), "--checkpoint", str(tmp_path / "ck"), "--once"]) == 2
+    assert "declares none" in capsys.readouterr().err
+
+
+def test_test_command_runs_fixtures_on_spark(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["test", str(ROOT / "examples" / "ysb" / "pipeline.test.yaml"), "--engine", "spark"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "1 passed, 0 failed" in out
