@@ -18,7 +18,7 @@ event_time: "timestamp_seconds(t)"
 sources: [{id: spool, type: file, path: in, schema: "t BIGINT, room STRING"}]
 pipelines:
   - id: loud
-    steps: [{filter: {id: loud, where: "db > 60"}}]
+    steps: [{filter: {id: over-60, where: "db > 60"}}]
     to: [out]
   - id: per-room
     steps:

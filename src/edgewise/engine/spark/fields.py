@@ -27,6 +27,25 @@ class FieldTypes:
     as dicts."""
 
     tree: dict[str, Any] = field(default_factory=dict)
+    touched: set[str] = field(default_factory=set)
+    """Top-level fields a step has set, renamed or dropped since the source: they are read from the event map;
+    the others straight from the source's parsed VARIANT (``_src``), which is much cheaper than a map lookup."""
+    all_touched: bool = False
+    """No source VARIANT to read from (window results), or every field is suspect (after ``keep``)."""
+
+    def reads_source(self, name: str) -> bool:
+        return not self.all_touched and name not in self.touched
+
+    def touch(self, name: str) -> None:
+        self.touched.add(name)
+
+    def touch_all(self) -> None:
+        self.all_touched = True
+
+    def fresh_source(self) -> None:
+        """The event was rebuilt and ``_src`` holds it whole again."""
+        self.touched = set()
+        self.all_touched = False
 
     def type_of(self, path: list[str]) -> str | None:
         node: Any = self.tree
@@ -57,7 +76,7 @@ class FieldTypes:
     def copy(self) -> FieldTypes:
         import copy
 
-        return FieldTypes(copy.deepcopy(self.tree))
+        return FieldTypes(copy.deepcopy(self.tree), set(self.touched), self.all_touched)
 
 
 # ---------------------------------------------------------------- schema_of_variant text

@@ -7,6 +7,9 @@ A pipeline's DataFrame has these columns:
 ``event_time`` TIMESTAMP                   the event time (watermarks and windows use it)
 ``source``     STRING                      the source id
 ``event``      MAP<STRING, VARIANT>        the payload: one VARIANT per top-level field, exactly as it came
+``_src``       VARIANT                     the payload as the source parsed it: fields no step has touched are
+                                           read from here (``fields.FieldTypes.touched``), which is much cheaper
+                                           than a map lookup; NULL where a step made new events (windows)
 ``_to``        STRING                      ``''`` while the event goes on through the steps; a sink id once a
                                            step routed it there (a tee copy, a dead letter)
 ``_record``    STRING                      the JSON a routed row's sink receives
@@ -81,10 +84,11 @@ def keeping(event_sql: str, names: list[str]) -> str:
 
 
 def variant_at(path: list[str]) -> str:
-    """The VARIANT at ``path`` of the event (NULL when missing)."""
-    from edgewise.engine.spark.sql import field_read
+    """The VARIANT at ``path`` of the event map as it is (NULL when missing; a JSON null stays a VARIANT null)."""
+    from edgewise.engine.spark.sql import json_path
 
-    return field_read(path, None)
+    top = f"{EVENT}[{quote(path[0])}]"
+    return top if len(path) == 1 else f"variant_get({top}, '{json_path(path[1:])}')"
 
 
 def record_json(event_sql: str = EVENT) -> str:

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
+from edgewise.engine.spark.keyed import compile_aggregate
+from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import BatchWriter, Collector
 from edgewise.engine.spark.sources import FRAME_COLUMNS, source_frame, spool_frame
 from edgewise.engine.spark.sql import EVENT, to_spark_sql
-from edgewise.engine.spark.keyed import compile_aggregate
-from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
 from edgewise.engine.spark.windows import compile_dedupe, compile_window
 from edgewise.errors import ConfigError

@@ -18,7 +18,7 @@ import orjson
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.python_steps import _micros
-from edgewise.engine.spark.sql import EVENT, to_spark_sql
+from edgewise.engine.spark.sql import EVENT, SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import Stage
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             self.step.track_changes(True)
             self.guarded = GuardedStep(self.step, pipeline_id)
 
-        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:  # noqa: N802,N803
+        def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
             import datetime as dt
 
             import pandas as pd
@@ -122,6 +122,8 @@ def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int 
     frame = out.select(
         "id", "event_time", "source",
         f.expr("CASE WHEN route = '' THEN try_cast(parse_json(payload) AS MAP<STRING, VARIANT>) END").alias(EVENT),
+        f.expr("CASE WHEN route = '' THEN parse_json(payload) END").alias(SOURCE),
         f.col("route").alias("_to"), f.col("record").alias("_record")).unionByName(routed)
     stage.types.drop(step.config.into.split("."))
+    stage.types.fresh_source()
     return Stage(frame, stage.types, stage.pipeline, stage.now_sql)

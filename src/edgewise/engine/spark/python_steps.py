@@ -9,10 +9,11 @@ other routed row. Spark's Python workers pay for the JSON round trip, which is w
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sql import EVENT
+from edgewise.engine.spark.sql import EVENT, SOURCE
 from edgewise.engine.spark.steps import Stage
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str
         clock = FakeClock(now_us) if now_us is not None else SystemClock()
         for frame in frames:
             sent: list[tuple[str, Batch]] = []
-            ctx = RunContext(clock=clock, send=lambda sink, batch: sent.append((sink, batch)))
+            ctx = RunContext(clock=clock, send=partial(_keep, sent))
             live = frame[frame["_to"] == ""]
             routed = frame[frame["_to"] != ""]
             rows: list[tuple[Any, ...]] = [tuple(r) for r in routed.itertuples(index=False)]
@@ -74,6 +75,11 @@ def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str
     return run
 
 
+def _keep(sent: list[tuple[str, Any]], sink: str, batch: Any) -> None:
+    """What the step sent to a sink, routed with the partition's rows."""
+    sent.append((sink, batch))
+
+
 def _micros(value: Any) -> int:
     import pandas as pd
 
@@ -94,11 +100,13 @@ def compile_python_step(stage: Stage, step: Step, plan: Any, now_us: int | None)
     as_json = stage.df.select("id", "event_time", "source", f.expr(F.record_json()).alias("_json"), "_to", "_record")
     out: DataFrame = as_json.mapInPandas(run, SCHEMA)
     frame = out.select("id", "event_time", "source",
-                       f.expr(f"CASE WHEN _to = '' THEN try_cast(parse_json(_json) AS MAP<STRING, VARIANT>) END")
-                       .alias(EVENT), "_to", "_record")
+                       f.expr("CASE WHEN _to = '' THEN try_cast(parse_json(_json) AS MAP<STRING, VARIANT>) END")
+                       .alias(EVENT),
+                       f.expr("CASE WHEN _to = '' THEN parse_json(_json) END").alias(SOURCE), "_to", "_record")
     into = getattr(step.config, "into", None)
     if into:
         stage.types.drop(into.split("."))
     else:
         stage.types.tree = {}
+    stage.types.fresh_source()
     return Stage(frame, stage.types, stage.pipeline, stage.now_sql)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sinks import MALFORMED
-from edgewise.engine.spark.sql import EVENT
+from edgewise.engine.spark.sql import EVENT, SOURCE
 from edgewise.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from edgewise.config.plan import Plan
 
 SPOOL_GLOB = "*.ndjson"
-FRAME_COLUMNS = ["id", "event_time", "source", EVENT, "_to", "_record"]
+FRAME_COLUMNS = ["id", "event_time", "source", EVENT, SOURCE, "_to", "_record"]
 
 
 def _envelope_sql() -> str:
@@ -64,6 +64,7 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
                f"ELSE {F.quote(source_id)} END").alias("source"),
         f.col(EVENT),
+        f.expr(payload).alias(SOURCE),
         f.col("_line"),
     )
     return (frame.withColumn("_to", f.expr(f"CASE WHEN {EVENT} IS NULL THEN {F.quote(MALFORMED)} ELSE '' END"))

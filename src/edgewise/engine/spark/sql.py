@@ -19,6 +19,8 @@ from edgewise.expr.dialect import EdgewiseSpark
 
 EVENT = "event"
 """The event column: ``MAP<STRING, VARIANT>``, one entry per top-level field."""
+SOURCE = "_src"
+"""The event as the source parsed it (one VARIANT): fields no step touched are read from here."""
 
 # functions whose first argument is an array (a field read for them is ARRAY<VARIANT> when its type is unknown)
 _ARRAY_FIRST = {
@@ -52,13 +54,18 @@ def json_path(parts: list[str]) -> str:
     return out
 
 
-def field_read(parts: list[str], spark_type: str | None, column: str = EVENT) -> str:
-    """Spark SQL reading a field: ``variant_get(event['a'], '$.b', 'bigint')``; VARIANT when the type is None."""
-    top = f"{column}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]"
-    path = json_path(parts[1:])
+def field_read(parts: list[str], spark_type: str | None, column: str = EVENT, *, from_source: bool = False) -> str:
+    """Spark SQL reading a field: ``variant_get(event['a'], '$.b', 'bigint')``; VARIANT when the type is None.
+    ``from_source`` reads it from the source's VARIANT instead: ``variant_get(_src, '$.a.b', 'bigint')``."""
+    if from_source:
+        base, path = SOURCE, json_path(parts)
+    else:
+        base, path = f"{column}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]", json_path(parts[1:])
     if spark_type is None or spark_type == "variant":
-        return top if path == "$" else f"variant_get({top}, '{path}')"
-    return f"variant_get({top}, '{path}', '{spark_type}')"
+        read = base if path == "$" else f"variant_get({base}, '{path}')"
+        # a JSON null is NULL, as on the local engine (a VARIANT null is not SQL's NULL)
+        return f"CASE WHEN is_variant_null({read}) THEN NULL ELSE {read} END"
+    return f"variant_get({base}, '{path}', '{spark_type}')"
 
 
 def _literal_type(node: exp.Expression) -> str | None:
@@ -111,7 +118,8 @@ class _Compiler:
         if path is not None:
             self.fields.add(path[0])
             known = self.types.type_of(path)
-            return _node(field_read(path, known or want, self.column))
+            from_source = self.column == EVENT and self.types.reads_source(path[0])
+            return _node(field_read(path, known or want, self.column, from_source=from_source))
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql

@@ -108,6 +108,7 @@ def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[st
                                                                                              f.col(EVENT))
     typed = {name: (name, df.schema[name].dataType.simpleString()) for name in values}
     for path, name in learn or []:
+        stage.types.touch(path[0])
         spark_type = typed[name][1]
         stage.types.set(path, None if spark_type in ("void", "variant") else spark_type)
     ok = "_applies" if error is None else "(_applies AND _err IS NULL)"
@@ -186,6 +187,8 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
         for src, dst in pairs:
             types.set(dst, types.type_of(src))
             types.drop(src)
+            types.touch(src[0])
+            types.touch(dst[0])
         return _edit(stage, step, exprs, applies, {}, rename)
     if op.drop is not None:
         dropped = [list(split_path(p)) for p in op.drop]
@@ -198,10 +201,12 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
 
         for path in dropped:
             types.drop(path)
+            types.touch(path[0])
         return _edit(stage, step, exprs, applies, {}, drop)
     if op.keep is not None:
         names = list(dict.fromkeys(op.keep))
         types.keep(names)
+        types.touch_all()  # a dropped field must read as NULL, which only the map knows
         return _edit(stage, step, exprs, applies, {}, lambda _: F.keeping(EVENT, names))
     rr = op.regex_replace
     assert rr is not None
@@ -216,6 +221,7 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
                 f"{F.with_field(EVENT, target, F.to_variant('_rx', 'string'))} END")
 
     types.set(target, "string")
+    types.touch(target[0])
     return _edit(stage, step, exprs, applies, {"_rx": value}, regex)
 
 
@@ -277,9 +283,11 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
         edited = f"map_concat({EVENT}, {row_map})" if columns else EVENT
         for c in columns:
             stage.types.drop([c])
+            stage.types.touch(c)
     else:
         value = f"CASE WHEN _lk_key IS NULL THEN CAST(NULL AS VARIANT) ELSE to_variant_object({row_map}) END"
         edited = F.with_field(EVENT, list(step.into), value)
+        stage.types.touch(step.into[0])
     df = df.withColumn(EVENT, f.expr(f"CASE WHEN _applies THEN {edited} ELSE {EVENT} END"))
     df = df.drop("_applies", "_lk_probe", "_lk_key", "_lk_row")
     return Stage(_finish(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sql import EVENT, to_spark_sql
+from edgewise.engine.spark.sql import EVENT, SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import Stage
 from edgewise.errors import ConfigError
 
@@ -116,11 +116,13 @@ def compile_window(stage: Stage, step: WindowStep) -> tuple[Stage, DataFrame | N
         f.expr("_w.end - INTERVAL 1 MICROSECOND").alias("event_time"),
         f.lit(stage.pipeline).alias("source"),
         f.expr(f"map({', '.join(entries)})").alias(EVENT),
+        f.lit(None).cast("variant").alias(SOURCE),
         f.lit("").alias("_to"),
         f.lit(None).cast("string").alias("_record"),
     )
     new_types = types.copy()
     new_types.tree = {}
+    new_types.touch_all()  # results are new events: no source VARIANT
     for name, _, _, spark_type in key_columns:
         new_types.set([name], spark_type)
     new_types.set(["window_start"], "timestamp")
