@@ -36,6 +36,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/ysb_stateless.py
 	$(BIN)/python bench/ysb_windowed.py
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/spark_ysb.py
 
 spark-expected: install  ## recompute tests/data/spark_expected.json with real Spark (installs the spark extra)
 	$(BIN)/python -m pip install --quiet -e '.[spark]'

@@ -174,3 +174,22 @@ sinks:
     results = first.get("", []) + second.get("", [])
     assert sorted((r["window_start"], r["n"]) for _, r in results) == [
         ("1970-01-01T00:00:00Z", 1), ("1970-01-01T00:01:00Z", 1), ("1970-01-01T00:02:00Z", 1)]
+
+
+def test_generator_is_spooled_once_so_a_restart_replays_the_same_events(spark: Any, tmp_path: Path) -> None:
+    text = """
+version: 1
+sources: [{id: ads, type: generator, workload: ysb, count: 300, seed: 3}]
+pipelines:
+  - id: views
+    steps: [{filter: {id: views, where: "event_type = 'view'"}}]
+"""
+    first = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    spooled = sorted((tmp_path / "ck" / "_generator" / "ads").glob("*.ndjson"))
+    assert spooled and (tmp_path / "ck" / "_generator" / "ads" / "_COMPLETE").exists()
+    from edgewise.sources.ysb import YsbWorkload
+
+    views = [e for e in YsbWorkload(seed=3).events(300) if e["event_type"] == "view"]
+    assert sorted(r["user_id"] + r["event_time"] for _, r in first[""]) == \
+        sorted(e["user_id"] + e["event_time"] for e in views)
+    assert _collecting(spark, text, tmp_path, tmp_path / "ck").get("", []) == [], "a restart reads nothing twice"
