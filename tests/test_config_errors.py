@@ -45,7 +45,7 @@ CASES = {
     "duplicate_key": (GOOD + "version: 1\n", r"duplicate key 'version'"),
     "unknown_sink_type": (GOOD + "sinks:\n  - {id: s, type: kafka}\n",
                           r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: edgewise, file, http, mqtt, "
-                          r"nats, postgres, redis, sqlite, stdout"),
+                          r"nats, parquet, postgres, redis, sqlite, stdout"),
 }
 
 
