@@ -29,22 +29,26 @@ literals = st.one_of(st.integers(-1000, 1000).map(str), st.sampled_from(["NULL",
                                                                          "'x'", "'2023-10-29 13:24:10'", "'ä'"]))
 
 
-def expressions() -> st.SearchStrategy[str]:
-    leaves = st.one_of(st.sampled_from(FIELDS), literals)
+def expressions(fields: list[str] = FIELDS, literal_texts: st.SearchStrategy[str] = literals,
+                functions: list[str] = SCALAR_FUNCTIONS, element_of: str = "a") -> st.SearchStrategy[str]:
+    """Random expression text: fields and literals combined by operators, ``functions``, higher-order functions
+    over ``xs`` (the lambda variable replaces the first ``element_of``), CASE and try_cast."""
+    leaves = st.one_of(st.sampled_from(fields), literal_texts)
 
     def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         binary = st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "%", "div", "=", "<>", "<", ">=", "AND",
                                                    "OR", "<=>", "||"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
         unary = st.tuples(st.sampled_from(["NOT ", "-"]), inner).map(lambda t: f"({t[0]}{t[1]})")
-        call = st.sampled_from(SCALAR_FUNCTIONS).flatmap(
+        call = st.sampled_from(functions).flatmap(
             lambda name: st.lists(inner, min_size=FUNCTIONS[name].min_args,
                                   max_size=min(FUNCTIONS[name].max_args or 3, FUNCTIONS[name].min_args + 1))
             .map(lambda args: f"{name}({', '.join(args)})"))
         hof = st.tuples(st.sampled_from(["transform", "filter", "exists", "forall"]), inner).map(
-            lambda t: f"{t[0]}(xs, x -> {t[1].replace('a', 'x', 1)})")
+            lambda t: f"{t[0]}(xs, x -> {t[1].replace(element_of, 'x', 1)})")
         cases = st.tuples(inner, inner, inner).map(lambda t: f"CASE WHEN {t[0]} THEN {t[1]} ELSE {t[2]} END")
         return st.one_of(binary, unary, call, hof, cases,
-                         st.tuples(inner, st.sampled_from(["INT", "DOUBLE", "STRING", "BOOLEAN", "TIMESTAMP"]))
+                         st.tuples(inner, st.sampled_from(["INT", "BIGINT", "DOUBLE", "STRING", "BOOLEAN",
+                                                           "TIMESTAMP"]))
                          .map(lambda t: f"try_cast({t[0]} AS {t[1]})"))
 
     return st.recursive(leaves, extend, max_leaves=6)

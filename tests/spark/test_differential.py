@@ -21,6 +21,7 @@ from edgewise.engine.spark.sql import to_spark_sql
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr.compiler import compile_expression
 from edgewise.expr.functions import FUNCTIONS
+from tests.expr.test_properties import expressions as expressions_over
 
 # the fields of the random events, one type each (as the engine pins input types)
 TYPES = {"i": "bigint", "j": "bigint", "d": "double", "s": "string", "t": "string", "b": "boolean",
@@ -45,24 +46,7 @@ literals = st.one_of(st.integers(-100, 100).map(str), st.sampled_from(
 
 
 def expressions() -> st.SearchStrategy[str]:
-    leaves = st.one_of(st.sampled_from(sorted(TYPES)), literals)
-
-    def extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-        binary = st.tuples(inner, st.sampled_from(["+", "-", "*", "/", "%", "div", "=", "<>", "<", ">=", "AND",
-                                                   "OR", "<=>", "||"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
-        unary = st.tuples(st.sampled_from(["NOT ", "-"]), inner).map(lambda t: f"({t[0]}{t[1]})")
-        call = st.sampled_from(SCALAR).flatmap(
-            lambda name: st.lists(inner, min_size=FUNCTIONS[name].min_args,
-                                  max_size=min(FUNCTIONS[name].max_args or 3, FUNCTIONS[name].min_args + 1))
-            .map(lambda args: f"{name}({', '.join(args)})"))
-        hof = st.tuples(st.sampled_from(["transform", "filter", "exists", "forall"]), inner).map(
-            lambda t: f"{t[0]}(xs, x -> {t[1].replace('i', 'x', 1)})")
-        cases = st.tuples(inner, inner, inner).map(lambda t: f"CASE WHEN {t[0]} THEN {t[1]} ELSE {t[2]} END")
-        casts = st.tuples(inner, st.sampled_from(["INT", "BIGINT", "DOUBLE", "STRING", "BOOLEAN"])).map(
-            lambda t: f"try_cast({t[0]} AS {t[1]})")
-        return st.one_of(binary, unary, call, hof, cases, casts)
-
-    return st.recursive(leaves, extend, max_leaves=5)
+    return expressions_over(sorted(TYPES), literals, SCALAR, element_of="i")
 
 
 class Raised:

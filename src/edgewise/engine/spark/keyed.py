@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.python_steps import _micros
+from edgewise.engine.spark.python_steps import run_local_step
 from edgewise.engine.spark.sql import EVENT, SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import Stage
 
@@ -49,14 +49,10 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             self.guarded = GuardedStep(self.step, pipeline_id)
 
         def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
-            import datetime as dt
 
             import pandas as pd
 
             from edgewise.clock import FakeClock, SystemClock
-            from edgewise.engine.context import RunContext
-            from edgewise.events import Batch
-            from edgewise.jsonio import dumps
 
             frame = pd.concat(list(rows), ignore_index=True)
             frame = frame.assign(order=frame["id"].map(natural_key)).sort_values(["event_time", "order"],
@@ -68,15 +64,8 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             if stored is not None:
                 items = orjson.loads(stored[0])
                 step.restore((name, base64.b64decode(value)) for name, value in items.items())
-            sent: list[tuple[str, Batch]] = []
-            ctx = RunContext(clock=FakeClock(now_us) if now_us is not None else SystemClock(),
-                             send=lambda sink, batch: sent.append((sink, batch)))
-            times = [_micros(t) for t in frame["event_time"]]
-            batch = Batch([orjson.loads(j) for j in frame["payload"]], source=str(frame["source"].iloc[0]),
-                          ingest_time_us=0, event_times=times, ids=list(frame["id"]))
-            out = self.guarded.run(batch, ctx)
-            if ctx.stats.failed:
-                raise RuntimeError(f"pipeline {pipeline_id}, step {config.id}: {ctx.stats.failed} events failed")
+            clock = FakeClock(now_us) if now_us is not None else SystemClock()
+            result = run_local_step(self.guarded, frame, "payload", clock)
             for name, value in step.changes().items():
                 if value is None:
                     items.pop(name, None)
@@ -86,16 +75,6 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
                 self.state.update((orjson.dumps(items).decode(),))
             else:
                 self.state.clear()
-            result: list[tuple[Any, ...]] = []
-            ids = out.ids()
-            for i, payload in enumerate(out.payloads):
-                when = dt.datetime.fromtimestamp(out.event_times[i] / 1e6, dt.UTC)
-                result.append((ids[i], when, out.source, dumps(payload).decode(), "", None))
-            for sink, sent_batch in sent:
-                sent_ids = sent_batch.ids()
-                for i, payload in enumerate(sent_batch.payloads):
-                    when = dt.datetime.fromtimestamp(sent_batch.event_times[i] / 1e6, dt.UTC)
-                    result.append((sent_ids[i], when, sent_batch.source, None, sink, dumps(payload).decode()))
             yield pd.DataFrame(result, columns=OUTPUT_COLUMNS)
 
         def close(self) -> None:

@@ -30,17 +30,11 @@ _STEPS: dict[tuple[str, str], Any] = {}
 def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str,
                    now_us: int | None) -> Any:
     def run(frames: Iterator[Any]) -> Iterator[Any]:
-        import datetime as dt
-
-        import orjson
         import pandas as pd
 
         from edgewise.clock import FakeClock, SystemClock
         from edgewise.config import BuildContext
-        from edgewise.engine.context import RunContext
         from edgewise.engine.guard import GuardedStep
-        from edgewise.events import Batch
-        from edgewise.jsonio import dumps
 
         key = (pipeline_id, config.id)
         guarded = _STEPS.get(key)
@@ -49,30 +43,46 @@ def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str
             guarded = _STEPS[key] = GuardedStep(step, pipeline_id)
         clock = FakeClock(now_us) if now_us is not None else SystemClock()
         for frame in frames:
-            sent: list[tuple[str, Batch]] = []
-            ctx = RunContext(clock=clock, send=partial(_keep, sent))
             live = frame[frame["_to"] == ""]
             routed = frame[frame["_to"] != ""]
             rows: list[tuple[Any, ...]] = [tuple(r) for r in routed.itertuples(index=False)]
             if len(live):
-                times = [_micros(t) for t in live["event_time"]]
-                batch = Batch([orjson.loads(j) for j in live["_json"]], source=str(live["source"].iloc[0]),
-                              ingest_time_us=0, event_times=times, ids=list(live["id"]))
-                out = guarded.run(batch, ctx)
-                ids = out.ids()
-                for i, payload in enumerate(out.payloads):
-                    when = dt.datetime.fromtimestamp(out.event_times[i] / 1e6, dt.UTC)
-                    rows.append((ids[i], when, out.source, dumps(payload).decode(), "", None))
-                for sink, sent_batch in sent:
-                    sent_ids = sent_batch.ids()
-                    for i, payload in enumerate(sent_batch.payloads):
-                        when = dt.datetime.fromtimestamp(sent_batch.event_times[i] / 1e6, dt.UTC)
-                        rows.append((sent_ids[i], when, sent_batch.source, None, sink, dumps(payload).decode()))
-                if ctx.stats.failed:  # on_error: fail, as the native steps do on Spark: the query stops
-                    raise RuntimeError(f"pipeline {pipeline_id}, step {config.id}: {ctx.stats.failed} events failed")
+                rows += run_local_step(guarded, live, "_json", clock)
             yield pd.DataFrame(rows, columns=["id", "event_time", "source", "_json", "_to", "_record"])
 
     return run
+
+
+def run_local_step(guarded: Any, frame: Any, json_column: str, clock: Any) -> list[tuple[Any, ...]]:
+    """The rows of ``frame`` (id, event_time, source, JSON payload) through a local step with its when, retry and
+    on_error: rows ``(id, event_time, source, payload JSON, route, record JSON)`` for its results (route ``''``)
+    and for what it sent to sinks. An event failing with ``on_error: fail`` stops the query, as native steps do."""
+    import datetime as dt
+
+    import orjson
+
+    from edgewise.engine.context import RunContext
+    from edgewise.events import Batch
+    from edgewise.jsonio import dumps
+
+    sent: list[tuple[str, Batch]] = []
+    ctx = RunContext(clock=clock, send=partial(_keep, sent))
+    times = [_micros(t) for t in frame["event_time"]]
+    batch = Batch([orjson.loads(j) for j in frame[json_column]], source=str(frame["source"].iloc[0]),
+                  ingest_time_us=0, event_times=times, ids=list(frame["id"]))
+    out = guarded.run(batch, ctx)
+    if ctx.stats.failed:
+        raise RuntimeError(f"pipeline {guarded.pipeline_id}, step {guarded.step.id}: {ctx.stats.failed} events "
+                           "failed (on_error: fail)")
+    rows: list[tuple[Any, ...]] = []
+    for route, produced in [("", out), *sent]:
+        ids = produced.ids()
+        for i, payload in enumerate(produced.payloads):
+            when = dt.datetime.fromtimestamp(produced.event_times[i] / 1e6, dt.UTC)
+            text = dumps(payload).decode()
+            rows.append((ids[i], when, produced.source, text, "", None) if route == "" else
+                        (ids[i], when, produced.source, None, route, text))
+    return rows
 
 
 def _keep(sent: list[tuple[str, Any]], sink: str, batch: Any) -> None:
