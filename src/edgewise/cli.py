@@ -120,6 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="spool segments per micro-batch (default: all available)")
     spark.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS",
                        help="micro-batch interval of a continuous job (default 0: back to back)")
+    spark.add_argument("--quiet", "-q", action="store_true", help="no line per micro-batch on stderr")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8")
     spark.set_defaults(handler=cmd_spark)
@@ -310,7 +311,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf)
     options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
                            trigger_seconds=args.trigger)
-    job = SparkJob(spark, plan, options, pipelines=args.only)
+    job = SparkJob(spark, plan, options, pipelines=args.only,
+                   progress=None if args.quiet else lambda line: print(f"edgewise: {line}", file=sys.stderr))
     print(f"edgewise: {len(job.compiled)} pipelines on Spark {spark.version} ({spark.sparkContext.master}), "
           f"checkpoint {os.path.abspath(args.checkpoint)}", file=sys.stderr)
     try:

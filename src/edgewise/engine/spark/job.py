@@ -78,12 +78,14 @@ class CompiledPipeline:
 
 class SparkJob:
     def __init__(self, spark: SparkSession, plan: Plan, options: SparkOptions, *, collect: Collector | None = None,
-                 pipelines: list[str] | None = None, report: Callable[[str], None] | None = None) -> None:
+                 pipelines: list[str] | None = None, report: Callable[[str], None] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
         self.spark = spark
         self.plan = plan
         self.options = options
         self.collect = collect
         self.report = report
+        self.progress = progress
         self.only = pipelines
         if not plan.sources:
             raise ConfigError(f"{plan.file}: the Spark engine reads the file's `sources:` (a file spool, nats or a "
@@ -229,7 +231,8 @@ class SparkJob:
         )  # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below
         # the watermark, which must see it
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
-        writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report)
+        writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
+                             progress=self.progress)
         return CompiledPipeline(pipeline, out, mode, checkpoint, windowed, writer)
 
     # ------------------------------------------------------------ run

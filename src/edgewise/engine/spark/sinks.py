@@ -101,7 +101,8 @@ class BatchWriter:
     """The ``foreachBatch`` function of one pipeline's query."""
 
     def __init__(self, plan: Plan, pipeline_id: str, checkpoint: str, *, collect: Collector | None = None,
-                 stdout: Any = None, report: Callable[[str], None] | None = None) -> None:
+                 stdout: Any = None, report: Callable[[str], None] | None = None,
+                 progress: Callable[[str], None] | None = None) -> None:
         self.plan = plan
         self.pipeline = plan.pipeline(pipeline_id)
         self.checkpoint = checkpoint
@@ -110,10 +111,16 @@ class BatchWriter:
         self.report = report or (lambda text: print(text, file=sys.stderr))
         self.stats = BatchStats()
         self.routes = possible_routes(plan, pipeline_id)
+        self.progress = progress
+        """Told one line per micro-batch (``edgewise spark`` prints them), or None."""
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        import time
+
         from pyspark.sql import functions as f
 
+        started = time.monotonic()
+        before = dict(self.stats.written)
         batch = batch.persist()  # computed once, then each route reads its rows from the cache
         try:
             for route in self.routes:
@@ -147,6 +154,11 @@ class BatchWriter:
             self.stats.batches += 1
         finally:
             batch.unpersist()
+        if self.progress is not None:
+            wrote = ", ".join(f"{n - before.get(sink, 0):,} to {sink}" for sink, n in sorted(self.stats.written.items())
+                              if n - before.get(sink, 0)) or "nothing written"
+            self.progress(f"pipeline {self.pipeline.id}: micro-batch {batch_id}: {wrote} "
+                          f"({time.monotonic() - started:.1f} s)")
 
     def _write(self, sink_id: str, rows: DataFrame, batch_id: int) -> int:
         if self.collect is not None:
