@@ -182,7 +182,7 @@ version: 1
 sources: [{id: ads, type: generator, workload: ysb, count: 300, seed: 3}]
 pipelines:
   - id: views
-    steps: [{filter: {id: views, where: "event_type = 'view'"}}]
+    steps: [{filter: {id: only-views, where: "event_type = 'view'"}}]
 """
     first = _collecting(spark, text, tmp_path, tmp_path / "ck")
     spooled = sorted((tmp_path / "ck" / "_generator" / "ads").glob("*.ndjson"))
