@@ -48,7 +48,7 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
     builder: Any = SparkSession.builder.appName(app)
     if master is not None:
         builder = builder.master(master)
-    elif "spark.master" not in os.environ.get("SPARK_SUBMIT_OPTS", "") and not os.environ.get("SPARK_HOME"):
+    elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit, which sets the master
         builder = builder.master("local[*]")
     settings = {
         "spark.sql.ansi.enabled": "true",
