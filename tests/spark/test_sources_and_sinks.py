@@ -193,3 +193,31 @@ pipelines:
     assert sorted(r["user_id"] + r["event_time"] for _, r in first[""]) == \
         sorted(e["user_id"] + e["event_time"] for e in views)
     assert _collecting(spark, text, tmp_path, tmp_path / "ck").get("", []) == [], "a restart reads nothing twice"
+
+
+def test_lookup_missing_error_dead_letters_or_stops_the_query(spark: Any, tmp_path: Path) -> None:
+    spool = tmp_path / "in"
+    spool.mkdir()
+    (spool / "part-1.ndjson").write_text('{"ad": "a1", "n": 1}\n{"ad": "zz", "n": 0}\n')
+    (tmp_path / "ads.csv").write_text("ad,campaign\na1,c1\n")
+    text = """
+version: 1
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+      - lookup: {id: campaign, table: ads.csv, key: ad, missing: error, on_error: dead}
+      - annotate: {id: ratio, set: {r: "1 / n"}, on_error: dead}
+sinks:
+  - {id: dead, type: stdout}
+"""
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    assert [r for _, r in got[""]] == [{"ad": "a1", "n": 1, "campaign": "c1", "r": 1.0}]
+    (dead,) = [r for _, r in got["dead"]]
+    assert dead["step"] == "campaign" and dead["error"]["type"] == "LOOKUP_KEY_MISSING"
+    assert dead["event"] == {"ad": "zz", "n": 0}
+    from edgewise.engine.spark.job import SparkJobFailed
+
+    with pytest.raises(SparkJobFailed, match="no row for key zz"):
+        _collecting(spark, text.replace(", on_error: dead}\n      - annotate", "}\n      - annotate"), tmp_path,
+                    tmp_path / "ck2")

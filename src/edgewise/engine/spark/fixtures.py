@@ -80,7 +80,9 @@ def run_case_on_spark(spark: SparkSession, plan: Plan, case: FixtureCase, file: 
     except Exception as exc:  # Spark's analysis and runtime errors fail the case, with the reason
         from pyspark.errors import PySparkException
 
-        if not isinstance(exc, PySparkException | RuntimeError):
+        from edgewise.engine.spark.job import SparkJobFailed
+
+        if not isinstance(exc, PySparkException | SparkJobFailed):
             raise
         return CaseResult(file, case.name, False, f"Spark failed: {str(exc).splitlines()[0][:500]}")
     problems: list[str] = []

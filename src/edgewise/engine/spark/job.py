@@ -30,7 +30,7 @@ from edgewise.engine.spark.sources import FRAME_COLUMNS, source_frame, spool_fra
 from edgewise.engine.spark.sql import EVENT, to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
 from edgewise.engine.spark.windows import compile_dedupe, compile_window
-from edgewise.errors import ConfigError
+from edgewise.errors import ConfigError, EdgewiseError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -266,10 +266,10 @@ class SparkJob:
         """Run until the queries stop (``--once``: until the input is processed and windows are flushed)."""
         self.start()
         if not self.options.once:
-            self.spark.streams.awaitAnyTermination()
-            for c in self.compiled:
-                if c.query is not None and c.query.exception() is not None:
-                    raise c.query.exception()  # type: ignore[misc]
+            try:
+                self.spark.streams.awaitAnyTermination()
+            except Exception as exc:  # reported as the job's failure, with Spark's message
+                raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
             return
         self.await_all()
         windowed = [c for c in self.compiled if c.windowed]
@@ -290,11 +290,15 @@ class SparkJob:
     def await_all(self, compiled: list[CompiledPipeline] | None = None) -> None:
         for c in compiled or self.compiled:
             if c.query is not None:
-                c.query.awaitTermination()
+                try:
+                    c.query.awaitTermination()
+                except Exception as exc:  # Spark's exception types vary; the message says what
+                    raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
+                                         f"{_first_line(exc)}") from exc
                 c.dropped_late += _dropped_late(c.query)
                 error = c.query.exception()
                 if error is not None:
-                    raise RuntimeError(f"pipeline {c.pipeline.id}: the Spark query failed: {error}")
+                    raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: {_first_line(error)}")
 
     def stop(self) -> None:
         for c in self.compiled:
@@ -304,6 +308,19 @@ class SparkJob:
     def late_counts(self) -> dict[str, int]:
         """Events Spark dropped as late, per windowed pipeline (from the finished queries' progress)."""
         return {c.pipeline.id: c.dropped_late for c in self.compiled}
+
+
+class SparkJobFailed(EdgewiseError):
+    """A pipeline's query stopped with an error (an event failing with ``on_error: fail``, a sink down after its
+    retries, bad input Spark rejects); a restart resumes from the last committed micro-batch."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("[USER_RAISED_EXCEPTION] ", "Reason: "):
+        if marker in text:
+            text = text[text.index(marker):]
+    return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
 def _dropped_late(query: StreamingQuery) -> int:

@@ -233,6 +233,7 @@ ERROR_MESSAGES = {
     "ARITHMETIC_OVERFLOW": "the result overflows its type; use the try_ form to get NULL instead",
     "CAST_INVALID_INPUT": "a value cannot be cast to the target type; use try_cast to get NULL instead",
     "INVALID_VARIANT_CAST": "a field's value does not have the type the expression needs",
+    "LOOKUP_KEY_MISSING": "no row in the lookup table for the event's key (missing: error)",
 }
 """On Spark, the messages of the errors a step catches (their types are Spark's error classes, as locally)."""
 

@@ -272,11 +272,8 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     missing = step.missing
     if missing == "drop":
         df = df.where("NOT _applies OR _lk_key IS NOT NULL")
-    elif missing == "error":
-        df = df.withColumn("_lk_check", f.expr(
-            "CASE WHEN _applies AND _lk_key IS NULL THEN "
-            f"raise_error(concat('lookup {step.id}: no row for key ', coalesce(_lk_probe, 'NULL'))) END"))
-        df = df.drop("_lk_check")
+    elif missing == "error" and exprs.guarded:
+        exprs.errors.append("CASE WHEN _lk_key IS NULL THEN 'LOOKUP_KEY_MISSING' END")
     nulls = "map(" + ", ".join(f"{F.quote(c)}, CAST(NULL AS VARIANT)" for c in columns) + ")"
     row_map = f"coalesce(_lk_row, {nulls})" if columns else "map()"
     if step.into is None:
@@ -288,8 +285,16 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
         value = f"CASE WHEN _lk_key IS NULL THEN CAST(NULL AS VARIANT) ELSE to_variant_object({row_map}) END"
         edited = F.with_field(EVENT, list(step.into), value)
         stage.types.touch(step.into[0])
-    df = df.withColumn(EVENT, f.expr(f"CASE WHEN _applies THEN {edited} ELSE {EVENT} END"))
-    df = df.drop("_applies", "_lk_probe", "_lk_key", "_lk_row")
+    error = exprs.error()
+    ok = "_applies"
+    if error is not None:
+        df = df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END")).withColumn("_before", f.col(EVENT))
+        ok = "(_applies AND _err IS NULL)"
+    event = f"CASE WHEN {ok} THEN {edited} ELSE {EVENT} END"
+    if missing == "error" and not exprs.guarded:  # on_error: fail: the event stops the query, as a Spark error does
+        event = (f"CASE WHEN _applies AND _lk_key IS NULL THEN raise_error(concat('lookup {step.id}: no row for key ', "
+                 f"coalesce(_lk_probe, 'NULL'))) ELSE {event} END")
+    df = df.withColumn(EVENT, f.expr(event)).drop("_lk_probe", "_lk_key", "_lk_row")
     return Stage(_finish(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
 
 
