@@ -26,7 +26,14 @@ from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_
 from edgewise.engine.spark.keyed import compile_aggregate
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import BatchWriter, Collector
-from edgewise.engine.spark.sources import FRAME_COLUMNS, source_frame, spool_frame
+from edgewise.engine.spark.sources import (
+    FRAME_COLUMNS,
+    SPOOL_GLOB,
+    envelope_sql,
+    payload_sql,
+    source_frame,
+    spool_frame,
+)
 from edgewise.engine.spark.sql import EVENT, to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
 from edgewise.engine.spark.windows import compile_dedupe, compile_window
@@ -126,11 +133,9 @@ class SparkJob:
             directory = self._spool_dir(source)
             if directory is None or not os.path.isdir(directory):
                 continue
-            lines = (self.spark.read.option("pathGlobFilter", "*.ndjson").text(directory)
-                     .selectExpr("try_parse_json(value) AS v"))
-            payload = ("CASE WHEN coalesce(sort_array(map_keys(try_cast(v AS MAP<STRING, VARIANT>))) = "
-                       "array('event_time', 'id', 'payload', 'source'), false) THEN variant_get(v, '$.payload') "
-                       "ELSE v END")
+            lines = (self.spark.read.option("pathGlobFilter", SPOOL_GLOB).text(directory)
+                     .selectExpr("value", "try_parse_json(value) AS v"))
+            payload = payload_sql("v", envelope_sql("v", "value"))
             row = lines.selectExpr(f"schema_of_variant_agg({payload}) AS s").collect()
             if row and row[0]["s"]:
                 schemas.append(row[0]["s"])
@@ -251,8 +256,10 @@ class SparkJob:
                          + buffer.getvalue().rstrip())
         return "\n\n".join(parts)
 
-    def start(self) -> list[StreamingQuery]:
-        for c in self.compiled:
+    def start(self, compiled: list[CompiledPipeline] | None = None) -> list[StreamingQuery]:
+        """Start the queries of ``compiled`` (default: every pipeline of the job)."""
+        chosen = compiled or self.compiled
+        for c in chosen:
             writer = c.frame.writeStream.foreachBatch(c.writer).outputMode(c.mode)
             writer = writer.option("checkpointLocation", c.checkpoint).queryName(f"edgewise-{c.pipeline.id}")
             if self.options.once:
@@ -260,7 +267,7 @@ class SparkJob:
             elif self.options.trigger_seconds:
                 writer = writer.trigger(processingTime=f"{self.options.trigger_seconds} seconds")
             c.query = writer.start()
-        return [c.query for c in self.compiled if c.query is not None]
+        return [c.query for c in chosen if c.query is not None]
 
     def run(self) -> None:
         """Run until the queries stop (``--once``: until the input is processed and windows are flushed)."""
@@ -276,16 +283,8 @@ class SparkJob:
         if windowed and self.options.flush:
             for c in windowed:
                 write_end_marker(self._end_dir(c.pipeline.id))
-            self.start_only(windowed)
+            self.start(windowed)
             self.await_all(windowed)
-
-    def start_only(self, compiled: list[CompiledPipeline]) -> None:
-        keep = self.compiled
-        self.compiled = compiled
-        try:
-            self.start()
-        finally:
-            self.compiled = keep
 
     def await_all(self, compiled: list[CompiledPipeline] | None = None) -> None:
         for c in compiled or self.compiled:

@@ -29,12 +29,17 @@ SPOOL_GLOB = "*.ndjson"
 FRAME_COLUMNS = ["id", "event_time", "source", EVENT, SOURCE, "_to", "_record"]
 
 
-def _envelope_sql() -> str:
-    """An envelope line has exactly the keys id, event_time, source, payload; the writers put ``id`` first, so the
-    exact (costlier) check runs only on lines that start that way."""
-    keys = "sort_array(map_keys(try_cast(_v AS MAP<STRING, VARIANT>)))"
-    return (f"CASE WHEN startswith(_line, '{{\"id\":') THEN "
+def envelope_sql(parsed: str, line: str) -> str:
+    """SQL: the line (text ``line``, parsed ``parsed``) is an envelope: exactly the keys id, event_time, source,
+    payload. The writers put ``id`` first, so the exact (costlier) check runs only on lines that start that way."""
+    keys = f"sort_array(map_keys(try_cast({parsed} AS MAP<STRING, VARIANT>)))"
+    return (f"CASE WHEN startswith({line}, '{{\"id\":') THEN "
             f"coalesce({keys} = array('event_time', 'id', 'payload', 'source'), false) ELSE false END")
+
+
+def payload_sql(parsed: str, envelope: str) -> str:
+    """SQL: a spool line's event (its envelope's payload, or the line itself)."""
+    return f"CASE WHEN {envelope} THEN variant_get({parsed}, '$.payload') ELSE {parsed} END"
 
 
 def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_files: int | None = None) -> DataFrame:
@@ -52,8 +57,8 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
     # the parsed line and the event map are made by generators (explode of a one-element array): Spark cannot
     # inline a generator's output into the filters it pushes down, which would parse each line again per condition
     parsed = raw.select("*", f.explode(f.array(f.expr("try_parse_json(_line)"))).alias("_v"))
-    parsed = parsed.withColumn("_env", f.expr(_envelope_sql()))
-    payload = "CASE WHEN _env THEN variant_get(_v, '$.payload') ELSE _v END"
+    parsed = parsed.withColumn("_env", f.expr(envelope_sql("_v", "_line")))
+    payload = payload_sql("_v", "_env")
     parsed = parsed.select("*", f.explode(f.array(f.expr(f"try_cast({payload} AS MAP<STRING, VARIANT>)")))
                            .alias(EVENT))
     frame = parsed.select(

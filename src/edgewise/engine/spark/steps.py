@@ -92,6 +92,14 @@ def _finish(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: _Exprs
     return df.drop("_applies", "_err", "_before")
 
 
+def _with_error(df: DataFrame, error: str) -> DataFrame:
+    """The step's error column (``_err``: the first error class, where the step applies) and the event as it was
+    before the step (``_before``, what a dead letter carries)."""
+    from pyspark.sql import functions as f
+
+    return df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END")).withColumn("_before", f.col(EVENT))
+
+
 def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[str, str],
           edit: Any, learn: list[tuple[list[str], str]] | None = None) -> Stage:
     """Compute ``values`` (name -> SQL) on the rows the step applies to, then set ``event`` to ``edit(typed)``,
@@ -104,8 +112,7 @@ def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[st
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
     error = exprs.error()
     if error is not None:
-        df = df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END")).withColumn("_before",
-                                                                                             f.col(EVENT))
+        df = _with_error(df, error)
     typed = {name: (name, df.schema[name].dataType.simpleString()) for name in values}
     for path, name in learn or []:
         stage.types.touch(path[0])
@@ -144,8 +151,7 @@ def compile_filter(stage: Stage, step: FilterStep) -> Stage:
     df = stage.df.withColumn("_applies", f.expr(applies))
     error = exprs.error()
     if error is not None:
-        df = df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END")).withColumn("_before",
-                                                                                             f.col(EVENT))
+        df = _with_error(df, error)
     keep = f"NOT _applies OR coalesce({where}, false)"
     if error is not None:
         keep = f"NOT _applies OR _err IS NOT NULL OR coalesce({where}, false)"
@@ -288,7 +294,7 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     error = exprs.error()
     ok = "_applies"
     if error is not None:
-        df = df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END")).withColumn("_before", f.col(EVENT))
+        df = _with_error(df, error)
         ok = "(_applies AND _err IS NULL)"
     event = f"CASE WHEN {ok} THEN {edited} ELSE {EVENT} END"
     if missing == "error" and not exprs.guarded:  # on_error: fail: the event stops the query, as a Spark error does
