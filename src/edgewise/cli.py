@@ -119,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--max-files-per-trigger", type=int, default=None, metavar="N",
                        help="spool segments per micro-batch (default: all available)")
     spark.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS",
-                       help="micro-batch interval of a continuous job (default 0: back to back)")
+                       help="micro-batch interval of a continuous job (default 0: back to back; 1 s for a pipeline "
+                            "with processing-time timers, which runs micro-batches without data too)")
     spark.add_argument("--quiet", "-q", action="store_true", help="no line per micro-batch on stderr")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8")

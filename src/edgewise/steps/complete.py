@@ -164,16 +164,22 @@ class CompleteStep(StatefulStep):
         return records_batch(self.id, records, ctx.clock.now_us()) if records else None
 
     def advance(self, now_us: int, ctx: RunContext) -> Batch | None:
-        if self.event_time:
-            return None
+        return None if self.event_time else self.expire(now_us, ctx)
+
+    def finish(self, ctx: RunContext) -> Batch | None:
+        return self.expire(END_OF_TIME, ctx)
+
+    def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
+        """The step's time (event or processing, whichever it runs in) is at ``now_us``: the records of the
+        completions that time out by then. For engines that keep the timers themselves (Spark's, which fire on
+        its watermark or its clock)."""
         records: list[Record] = []
         self._fire(now_us, records)
         return self._records_batch(records, ctx)
 
-    def finish(self, ctx: RunContext) -> Batch | None:
-        records: list[Record] = []
-        self._fire(END_OF_TIME, records)
-        return self._records_batch(records, ctx)
+    def deadlines(self) -> list[int]:
+        """When the open completions time out (µs): the timers an engine keeping them must hold."""
+        return [p.deadline for p in self.pending.values()]
 
     def changes(self) -> dict[str, bytes | None]:
         changed: dict[str, bytes | None] = {}

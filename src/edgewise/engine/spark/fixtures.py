@@ -3,10 +3,10 @@
 The case's events are written as envelope lines (ids ``test:<n>`` and the case's clock as ingestion time, as the
 local test source gives them) into a spool; the job runs with ``availableNow`` and a collecting writer. A
 ``crash`` marker ends a run there: the next run is a new job on the same checkpoint, as after a ``kill -9``.
-Pipelines with a watermark (``window``, ``dedupe``) get one run per event, because the local engine advances the
-watermark after every event, and Spark after a micro-batch (a run ends with the micro-batch that moves it); every
-event of those cases therefore also goes through a restart. Results are compared as locally: order-free,
-the last record per id.
+Pipelines with a watermark (``window``, ``dedupe``, an event-time ``complete``) get one run per event, because
+the local engine advances the watermark after every event, and Spark after a micro-batch (a run ends with the
+micro-batch that moves it); every event of those cases therefore also goes through a restart. Results are
+compared as locally: order-free, the last record per id.
 
 Cases that cannot agree on Spark are reported as such, with the reason (``UNSUPPORTED``); ``docs/spark.md``
 lists them.
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from edgewise.config.plan import Plan
+    from edgewise.steps.complete import CompleteConfig
     from edgewise.steps.window import WindowConfig
     from edgewise.testing.fixtures import CaseResult, FixtureCase
 
@@ -45,8 +46,6 @@ def _reason(plan: Plan, case: FixtureCase, pipeline_id: str) -> str | None:
         if isinstance(item, str) and item.startswith("pause"):
             return "processing time (`pause`) does not pass inside a Spark micro-batch test"
     for step in steps:
-        if step.kind == "complete":
-            return f"the Spark engine does not compile `{step.kind}` steps yet"
         if step.kind == "window" and cast("WindowConfig", step.config).allowed_lateness:
             return "allowed_lateness has no Spark equivalent"
         if step.kind == "dedupe":
@@ -107,7 +106,9 @@ def _run(spark: SparkSession, plan: Plan, case: FixtureCase, pipeline_id: str,
     from edgewise.sources.file import FileSourceConfig
 
     pipeline = plan.pipeline(pipeline_id)
-    one_per_batch = any(s.kind in ("window", "dedupe") for s in pipeline.steps)
+    one_per_batch = any(s.kind in ("window", "dedupe") or (s.kind == "complete" and
+                                                          cast("CompleteConfig", s.config).time == "event")
+                        for s in pipeline.steps)
     received: dict[str, dict[str, Any]] = {}
 
     def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:

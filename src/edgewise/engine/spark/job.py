@@ -8,22 +8,24 @@ micro-batch in flight, which the idempotent writers make harmless (exactly-once 
 
 ``--once`` (Spark's ``availableNow``) processes what the sources hold and stops. Spark's append mode never
 emits a window that is still open when the input ends, so ``--once`` then sends an end-of-input marker (an event
-time far in the future, routed past every step) through each windowed pipeline: the watermark passes every
-window and the last results come out, as at the end of a local run. A checkpoint flushed that way has its
+time far in the future, routed past every step) through each pipeline with event-time state (a window, an
+event-time ``complete``): the watermark passes every window and deadline, and the last results come out, as at
+the end of a local run. A checkpoint flushed that way has its
 watermark at the end of time, so further input would be late; run ``--once`` on a checkpoint that is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
-from edgewise.engine.spark.keyed import compile_aggregate
+from edgewise.engine.spark.keyed import compile_aggregate, compile_complete
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import BatchWriter, Collector
 from edgewise.engine.spark.sources import (
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
 
     from edgewise.config.plan import PipelinePlan, Plan
     from edgewise.steps.aggregate import AggregateStep
+    from edgewise.steps.complete import CompleteStep
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.window import WindowStep
 
@@ -52,6 +55,9 @@ END_SOURCE = "edgewise:end"
 """The source of the end-of-input marker (a colon cannot occur in a source id)."""
 END_TIME_US = 253_370_764_800_000_000  # 9999-01-01T00:00:00Z
 TYPES_FILE = "edgewise-types.json"
+CLOCK_TRIGGER_S = 1.0
+"""The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
+such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
 
 
 @dataclass
@@ -76,8 +82,11 @@ class CompiledPipeline:
     frame: DataFrame
     mode: str
     checkpoint: str
-    windowed: bool
+    flushed: bool
+    """It holds event-time state (a window, a completion) that ``--once`` flushes with the end-of-input marker."""
     writer: BatchWriter
+    clock_timers: bool = False
+    """It has processing-time timers: Spark then wants a micro-batch at every trigger, with data or without."""
     query: StreamingQuery | None = None
     dropped_late: int = 0
     """Rows Spark's state operators dropped as late, over the queries this job ran."""
@@ -203,6 +212,8 @@ class SparkJob:
         side: list[DataFrame] = []
         mode = "append"
         windowed = False
+        flushed = False  # a window or an event-time completion: --once flushes it at the end
+        clock_timers = False
         for step in pipeline.steps:
             if step.kind == "window":
                 if windowed:
@@ -210,7 +221,7 @@ class SparkJob:
                 stage, routed, mode = compile_window(stage, cast("WindowStep", step))
                 if routed is not None:
                     side.append(routed)
-                windowed = True
+                windowed = flushed = True
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step))
             elif step.kind in STATELESS:
@@ -218,8 +229,10 @@ class SparkJob:
             elif step.kind == "aggregate":
                 stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us)
             elif step.kind == "complete":
-                raise ConfigError(f"step {step.id}: the Spark engine does not compile `{step.kind}` steps yet "
-                                  "(docs/spark.md)")
+                stage, event_time = compile_complete(stage, cast("CompleteStep", step), self.plan,
+                                                     self.options.now_us)
+                flushed = flushed or event_time
+                clock_timers = clock_timers or not event_time
             else:  # spawn and plugin steps: the local step class on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
         out = stage.df
@@ -238,7 +251,7 @@ class SparkJob:
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
                              progress=self.progress)
-        return CompiledPipeline(pipeline, out, mode, checkpoint, windowed, writer)
+        return CompiledPipeline(pipeline, out, mode, checkpoint, flushed, writer, clock_timers)
 
     # ------------------------------------------------------------ run
 
@@ -264,13 +277,18 @@ class SparkJob:
             writer = writer.option("checkpointLocation", c.checkpoint).queryName(f"edgewise-{c.pipeline.id}")
             if self.options.once:
                 writer = writer.trigger(availableNow=True)
-            elif self.options.trigger_seconds:
-                writer = writer.trigger(processingTime=f"{self.options.trigger_seconds} seconds")
-            c.query = writer.start()
+            elif self.options.trigger_seconds or c.clock_timers:
+                seconds = self.options.trigger_seconds or CLOCK_TRIGGER_S
+                writer = writer.trigger(processingTime=f"{seconds} seconds")
+            # processing-time timers ask Spark for a micro-batch after every one, data or not: availableNow would
+            # never end, so a --once run of such a pipeline runs micro-batches with data only (its timers fire in
+            # those, and in the next run's)
+            with _no_data_batches(self.spark, not (self.options.once and c.clock_timers)):
+                c.query = writer.start()
         return [c.query for c in chosen if c.query is not None]
 
     def run(self) -> None:
-        """Run until the queries stop (``--once``: until the input is processed and windows are flushed)."""
+        """Run until the queries stop (``--once``: until the input is processed and event-time state flushed)."""
         self.start()
         if not self.options.once:
             try:
@@ -279,12 +297,20 @@ class SparkJob:
                 raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
             return
         self.await_all()
-        windowed = [c for c in self.compiled if c.windowed]
-        if windowed and self.options.flush:
-            for c in windowed:
+        flushed = [c for c in self.compiled if c.flushed]
+        if flushed and self.options.flush:
+            for c in flushed:
                 write_end_marker(self._end_dir(c.pipeline.id))
-            self.start(windowed)
-            self.await_all(windowed)
+            self.start(flushed)
+            self.await_all(flushed)
+            # without micro-batches that have no data, what the marker's watermark closes comes out in the next
+            # micro-batch that has some: a second marker's
+            again = [c for c in flushed if c.clock_timers]
+            if again:
+                for c in again:
+                    write_end_marker(self._end_dir(c.pipeline.id), "part-end-2")
+                self.start(again)
+                self.await_all(again)
 
     def await_all(self, compiled: list[CompiledPipeline] | None = None) -> None:
         for c in compiled or self.compiled:
@@ -322,6 +348,19 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
+@contextlib.contextmanager
+def _no_data_batches(spark: SparkSession, enabled: bool) -> Iterator[None]:
+    """Queries started inside run micro-batches without data (when a stateful operator asks) or not: Spark reads
+    the setting when a query starts."""
+    key = "spark.sql.streaming.noDataMicroBatches.enabled"
+    before = spark.conf.get(key, "true")
+    spark.conf.set(key, "true" if enabled else "false")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before or "true")
+
+
 def _dropped_late(query: StreamingQuery) -> int:
     total = 0
     for progress in query.recentProgress:
@@ -330,9 +369,9 @@ def _dropped_late(query: StreamingQuery) -> int:
     return total
 
 
-def write_end_marker(directory: str) -> None:
+def write_end_marker(directory: str, name: str = "part-end") -> None:
     """The end-of-input marker segment of a pipeline (idempotent)."""
-    path = os.path.join(directory, "part-end.ndjson")
+    path = os.path.join(directory, f"{name}.ndjson")
     if os.path.exists(path):
         return
     line = json.dumps({"id": "edgewise:end", "event_time": END_TIME_US, "source": END_SOURCE, "payload": {}})

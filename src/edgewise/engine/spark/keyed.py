@@ -1,11 +1,20 @@
-"""``aggregate`` on Spark: keyed state with ``transformWithStateInPandas``, running the local engine's own step.
+"""``aggregate`` and ``complete`` on Spark: keyed state with ``transformWithStateInPandas``, running the local
+engine's own step.
 
-Spark has no operator that writes a group's running values onto each event, so the events are grouped by the
-step's key (computed natively), and for each key the processor restores the local ``AggregateStep`` with that
-key's state (a ValueState in Spark's RocksDB state store, checkpointed with the query), runs the key's events
-through it with the local ``when`` / ``on_error`` handling, and stores the changed state back: the same code as
-the local engine, so the same values. Within a micro-batch a key's events are taken in event-time order (then by
-id); locally they are taken in arrival order.
+Spark has no operator that writes a group's running values onto each event (``aggregate``) or joins a key's parts
+with a timeout (``complete``), so the events are grouped by the step's key (computed natively), and for each key
+the processor restores the local step with that key's state (a ValueState in Spark's RocksDB state store,
+checkpointed with the query), runs the key's events through it with the local ``when`` / ``on_error`` handling,
+and stores the changed state back: the same code as the local engine, so the same values. Within a micro-batch a
+key's events are taken in event-time order (then by id); locally they are taken in arrival order.
+
+``complete`` keeps one Spark timer per open completion, at its deadline: an event-time timer (the step's
+``watermark`` is the query's ``withWatermark`` delay) or a processing-time one (``time: processing``, Spark's
+micro-batch time). A timer fires in the micro-batch after the one that moved the watermark past it, also when
+no event of its key arrives; and before a key's events are run, the completions the watermark has passed time
+out first, as locally, where time moves after every event. Spark drops rows older than the watermark before an
+event-time ``transformWithState``; a late part is still a part locally, so the rows go in with their event
+time no longer marked as the watermark column.
 """
 
 from __future__ import annotations
@@ -17,15 +26,21 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.python_steps import run_local_step
-from edgewise.engine.spark.sql import EVENT, SOURCE, to_spark_sql
+from edgewise.engine.spark.python_steps import batch_rows, run_local_step
+from edgewise.engine.spark.sql import EVENT, SOURCE, to_guarded_sql, to_spark_sql
 from edgewise.engine.spark.steps import Stage
+from edgewise.engine.spark.windows import interval
 
 if TYPE_CHECKING:
     from edgewise.steps.aggregate import AggregateStep
+    from edgewise.steps.complete import CompleteStep
+    from edgewise.steps.stateful import StatefulStep
 
 OUTPUT = "id STRING, event_time TIMESTAMP, source STRING, payload STRING, route STRING, record STRING"
 OUTPUT_COLUMNS = ["id", "event_time", "source", "payload", "route", "record"]
+
+EVENT_TIME, PROCESSING_TIME, NO_TIME = "EventTime", "ProcessingTime", "None"
+"""``transformWithState`` time modes: which clock a step's timers run on."""
 
 
 def natural_key(text: str) -> tuple[Any, ...]:
@@ -35,7 +50,12 @@ def natural_key(text: str) -> tuple[Any, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, now_us: int | None) -> Any:
+def _ceil_ms(us: int) -> int:
+    return -(-us // 1000)
+
+
+def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, now_us: int | None,
+               time_mode: str) -> Any:
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
     class LocalStepProcessor(StatefulProcessor):
@@ -43,30 +63,72 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             from edgewise.config import BuildContext
             from edgewise.engine.guard import GuardedStep
 
+            self.handle = handle
             self.state = handle.getValueState("items", "items STRING")
             self.step = step_class.from_config(config, BuildContext(base_dir))
             self.step.track_changes(True)
             self.guarded = GuardedStep(self.step, pipeline_id)
 
         def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
-
             import pandas as pd
-
-            from edgewise.clock import FakeClock, SystemClock
 
             frame = pd.concat(list(rows), ignore_index=True)
             frame = frame.assign(order=frame["id"].map(natural_key)).sort_values(["event_time", "order"],
                                                                                  kind="stable")
+            self._restore()
+            clock = self._clock(timerValues)
+            out: list[tuple[Any, ...]] = []
+            if time_mode != NO_TIME:  # what time has already passed comes out before these events
+                out += self._expire(self._now(timerValues), clock)
+            out += run_local_step(self.guarded, frame, "payload", clock)
+            self._save()
+            yield pd.DataFrame(out, columns=OUTPUT_COLUMNS)
+
+        def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+            import pandas as pd
+
+            self._restore()
+            # the timer fired: Spark's time passed it (even where a fixed test clock says otherwise)
+            now = max(self._now(timerValues), expiredTimerInfo.getExpiryTimeInMs() * 1000)
+            out = self._expire(now, self._clock(timerValues))
+            self._save()
+            if out:
+                yield pd.DataFrame(out, columns=OUTPUT_COLUMNS)
+
+        def _now(self, timer_values: Any) -> int:
+            if time_mode == EVENT_TIME:
+                return int(timer_values.getCurrentWatermarkInMs()) * 1000
+            if now_us is not None:
+                return now_us
+            return int(timer_values.getCurrentProcessingTimeInMs()) * 1000
+
+        def _clock(self, timer_values: Any) -> Any:
+            """The clock of the local step: the micro-batch's time (recorded in the offset log, so a replayed
+            micro-batch sees the same time), or the fixed test clock."""
+            from edgewise.clock import FakeClock
+
+            if now_us is not None:
+                return FakeClock(now_us)
+            return FakeClock(int(timer_values.getCurrentProcessingTimeInMs()) * 1000)
+
+        def _expire(self, now: int, clock: Any) -> list[tuple[Any, ...]]:
+            from edgewise.engine.context import RunContext
+
+            fired = self.step.expire(now, RunContext(clock=clock))
+            return batch_rows([("", fired)]) if fired is not None else []
+
+        def _restore(self) -> None:
             step = self.step
             step.reset()
-            items: dict[str, str] = {}
+            self.items: dict[str, str] = {}
             stored = self.state.get() if self.state.exists() else None
             if stored is not None:
-                items = orjson.loads(stored[0])
-                step.restore((name, base64.b64decode(value)) for name, value in items.items())
-            clock = FakeClock(now_us) if now_us is not None else SystemClock()
-            result = run_local_step(self.guarded, frame, "payload", clock)
-            for name, value in step.changes().items():
+                self.items = orjson.loads(stored[0])
+                step.restore((name, base64.b64decode(value)) for name, value in self.items.items())
+
+        def _save(self) -> None:
+            items = self.items
+            for name, value in self.step.changes().items():
                 if value is None:
                     items.pop(name, None)
                 else:
@@ -75,7 +137,17 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
                 self.state.update((orjson.dumps(items).decode(),))
             else:
                 self.state.clear()
-            yield pd.DataFrame(result, columns=OUTPUT_COLUMNS)
+            if time_mode != NO_TIME:
+                self._set_timers()
+
+        def _set_timers(self) -> None:
+            """One timer per open completion, at its deadline (Spark's timers are in milliseconds)."""
+            wanted = {_ceil_ms(deadline) for deadline in self.step.deadlines()}
+            held = set(self.handle.listTimers())
+            for ms in held - wanted:
+                self.handle.deleteTimer(ms)
+            for ms in wanted - held:
+                self.handle.registerTimer(ms)
 
         def close(self) -> None:
             pass
@@ -83,26 +155,54 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
     return LocalStepProcessor()
 
 
-def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int | None) -> Stage:
+def _run_keyed(stage: Stage, step: StatefulStep, into: str, group: str, plan: Any, now_us: int | None,
+               time_mode: str = NO_TIME, watermark_us: int = 0) -> Stage:
+    """The live rows through the local ``step`` (which writes ``into``), grouped by the SQL ``group`` (a
+    string), with ``time_mode`` timers; routed rows pass."""
     from pyspark.sql import functions as f
 
     from edgewise.engine.local import _base
 
-    live = stage.df.where(F.LIVE)
-    routed = stage.df.where(f"NOT {F.LIVE}")
-    keys = [to_spark_sql(text, stage.types) for text in step.keys.texts]
-    fields = ", ".join(f"'k{i}', {k}" for i, k in enumerate(keys))
-    group = f"to_json(named_struct({fields}))" if keys else "'{}'"
-    # Spark hands a group's rows over as named tuples: the columns need names without a leading underscore
-    rows = live.select(f.expr(group).alias("group_key"), "id", "event_time", "source",
+    df = stage.df
+    if time_mode == EVENT_TIME:  # every row moves the watermark: the end-of-input marker (routed) too
+        df = df.withWatermark("event_time", interval(watermark_us))
+    live = df.where(F.LIVE)
+    routed = df.where(f"NOT {F.LIVE}")
+    # Spark hands a group's rows over as named tuples: the columns need names without a leading underscore.
+    # The event time goes in as a value, not as the watermark column, so late rows are not dropped
+    rows = live.select(f.expr(group).alias("group_key"), "id",
+                       f.expr("timestamp_micros(unix_micros(event_time))").alias("event_time"), "source",
                        f.expr(F.record_json()).alias("payload"))
-    processor = _processor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us)
-    out = rows.groupBy("group_key").transformWithStateInPandas(processor, OUTPUT, "Append", "None")
+    processor = _processor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode)
+    out = rows.groupBy("group_key").transformWithStateInPandas(processor, OUTPUT, "Append", time_mode)
     frame = out.select(
         "id", "event_time", "source",
         f.expr("CASE WHEN route = '' THEN try_cast(parse_json(payload) AS MAP<STRING, VARIANT>) END").alias(EVENT),
         f.expr("CASE WHEN route = '' THEN parse_json(payload) END").alias(SOURCE),
         f.col("route").alias("_to"), f.col("record").alias("_record")).unionByName(routed)
-    stage.types.drop(step.config.into.split("."))
+    stage.types.drop(into.split("."))
     stage.types.fresh_source()
     return Stage(frame, stage.types, stage.pipeline, stage.now_sql)
+
+
+def _group(keys: list[str]) -> str:
+    """SQL: a string naming the group of a row's key values."""
+    fields = ", ".join(f"'k{i}', {k}" for i, k in enumerate(keys))
+    return f"to_json(named_struct({fields}))" if keys else "'{}'"
+
+
+def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int | None) -> Stage:
+    keys = [to_spark_sql(text, stage.types) for text in step.keys.texts]
+    return _run_keyed(stage, step, step.config.into, _group(keys), plan, now_us)
+
+
+def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | None) -> tuple[Stage, bool]:
+    """(the stage, whether the step runs in event time: then ``--once`` flushes it with the end-of-input marker,
+    as a window's results are)."""
+    config = step.config
+    # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
+    key, _ = to_guarded_sql(config.key, stage.types)
+    event_time = config.time == "event"
+    time_mode = EVENT_TIME if event_time else PROCESSING_TIME
+    stage = _run_keyed(stage, step, config.into, _group([key]), plan, now_us, time_mode, config.watermark)
+    return stage, event_time

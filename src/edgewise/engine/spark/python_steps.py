@@ -57,13 +57,10 @@ def run_local_step(guarded: Any, frame: Any, json_column: str, clock: Any) -> li
     """The rows of ``frame`` (id, event_time, source, JSON payload) through a local step with its when, retry and
     on_error: rows ``(id, event_time, source, payload JSON, route, record JSON)`` for its results (route ``''``)
     and for what it sent to sinks. An event failing with ``on_error: fail`` stops the query, as native steps do."""
-    import datetime as dt
-
     import orjson
 
     from edgewise.engine.context import RunContext
     from edgewise.events import Batch
-    from edgewise.jsonio import dumps
 
     sent: list[tuple[str, Batch]] = []
     ctx = RunContext(clock=clock, send=partial(_keep, sent))
@@ -74,8 +71,18 @@ def run_local_step(guarded: Any, frame: Any, json_column: str, clock: Any) -> li
     if ctx.stats.failed:
         raise RuntimeError(f"pipeline {guarded.pipeline_id}, step {guarded.step.id}: {ctx.stats.failed} events "
                            "failed (on_error: fail)")
+    return batch_rows([("", out), *sent])
+
+
+def batch_rows(batches: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
+    """``(route, Batch)`` pairs (route ``''``: the step's results) as rows ``(id, event_time, source, payload JSON,
+    route, record JSON)``."""
+    import datetime as dt
+
+    from edgewise.jsonio import dumps
+
     rows: list[tuple[Any, ...]] = []
-    for route, produced in [("", out), *sent]:
+    for route, produced in batches:
         ids = produced.ids()
         for i, payload in enumerate(produced.payloads):
             when = dt.datetime.fromtimestamp(produced.event_times[i] / 1e6, dt.UTC)

@@ -1,0 +1,73 @@
+"""`complete` on Spark beyond the conformance fixtures: processing-time timers on Spark's own clock, and a key
+that fails to evaluate going to the dead-letter sink instead of failing the micro-batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.spark.test_sources_and_sinks import _collecting
+
+
+def _segment(spool: Path, n: int, events: list[dict[str, Any]]) -> None:
+    path = spool / f"part-{n}.ndjson"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    os.utime(path, (1_000_000 + n, 1_000_000 + n))
+
+
+def test_processing_time_completion_times_out_on_sparks_clock(spark: Any, tmp_path: Path) -> None:
+    spool = tmp_path / "in"
+    spool.mkdir()
+    text = """
+version: 1
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+      - complete:
+          id: paid
+          key: order_id
+          parts: {ordered: "kind = 'order'", paid: "kind = 'payment'"}
+          timeout: 1s
+          time: processing
+          into: progress
+"""
+    _segment(spool, 1, [{"kind": "order", "order_id": 7}, {"kind": "order", "order_id": 8}])
+    first = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    assert sorted(r["progress"]["status"] for _, r in first[""]) == ["triggered", "triggered"]
+    time.sleep(1.5)  # past the deadline: the next micro-batch's timers fire, for keys without new events too
+    _segment(spool, 2, [{"kind": "payment", "order_id": 8}])
+    second = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    got = sorted((r["progress"]["key"], r["progress"]["status"], r["progress"]["seen"]) for _, r in second[""])
+    assert got == [(7, "timed_out", ["ordered"]), (8, "timed_out", ["ordered"]), (8, "triggered", ["paid"])]
+
+
+def test_a_key_that_fails_goes_to_the_dead_letter_sink(spark: Any, tmp_path: Path) -> None:
+    spool = tmp_path / "in"
+    spool.mkdir()
+    text = """
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+      - complete:
+          id: pair
+          key: "cast(code AS BIGINT)"
+          parts: {a: "kind = 'a'", b: "kind = 'b'"}
+          timeout: 1m
+          into: pairing
+          on_error: dead
+sinks:
+  - {id: dead, type: stdout}
+"""
+    _segment(spool, 1, [{"kind": "a", "code": "12", "t": 1}, {"kind": "a", "code": "x", "t": 2},
+                        {"kind": "b", "code": "12", "t": 3}])
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    assert sorted(r["pairing"]["status"] for _, r in got[""]) == ["completed", "triggered"]
+    [(_, letter)] = got["dead"]
+    assert letter["event"] == {"kind": "a", "code": "x", "t": 2} and letter["step"] == "pair"
