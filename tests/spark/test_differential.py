@@ -81,12 +81,22 @@ def spark_values(spark: Any, sql: str, rows: list[dict[str, Any]]) -> list[Any] 
     the analyser rejects the expression."""
     from pyspark.errors import AnalysisException, PySparkException
 
+    from py4j.protocol import Py4JJavaError
+
     def query(chosen: list[dict[str, Any]]) -> list[Any]:
         data = [(n, orjson.dumps(r).decode()) for n, r in enumerate(chosen)]
         df = spark.createDataFrame(data, "n INT, j STRING").selectExpr(
             "n", "CAST(parse_json(j) AS MAP<STRING, VARIANT>) AS event")
         return [r["v"] for r in df.selectExpr("n", f"{sql} AS v").orderBy("n").collect()]
 
+    try:
+        spark.createDataFrame([], "n INT, event MAP<STRING, VARIANT>").selectExpr(f"{sql} AS v")
+    except AnalysisException:
+        return REJECTED
+    except Py4JJavaError as exc:  # the analyser's own failures (`try_to_timestamp(0, 0)`: INTERNAL_ERROR)
+        if "INTERNAL_ERROR" in str(exc.java_exception):
+            return REJECTED
+        raise
     try:
         return query(rows)
     except AnalysisException:
