@@ -131,6 +131,11 @@ sinks:
     again = _collecting(spark, text.replace("path: in}", "path: out}").replace("to: [out, table]", ""), tmp_path,
                         tmp_path / "ck2")
     assert sorted(i for i, _ in again[""]) == sorted(line["id"] for line in lines)
+    # results to one place: written in one pass over the micro-batch, the malformed line still counted and shown
+    alone = _collecting(spark, text.replace("to: [out, table]", ""), tmp_path, tmp_path / "ck3")
+    assert len(alone[""]) == 12
+    assert alone["_reports"] == ["pipeline p: 1 input lines are not JSON objects, skipped "
+                                 "(spool:part-1.ndjson:13: '{broken')"]
     table = spark.read.parquet(str(tmp_path / "table"))
     assert table.count() == 12 and set(table.columns) >= {"k", "v", "big", "batch"}
     # a replay of batch 0 rewrites the same file and the same table partition: nothing twice

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from edgewise.config.plan import Plan
-    from edgewise.steps.complete import CompleteConfig
     from edgewise.steps.window import WindowConfig
     from edgewise.testing.fixtures import CaseResult, FixtureCase
 
@@ -101,14 +100,12 @@ def run_case_on_spark(spark: SparkSession, plan: Plan, case: FixtureCase, file: 
 
 def _run(spark: SparkSession, plan: Plan, case: FixtureCase, pipeline_id: str,
          now_us: int) -> tuple[list[Any], dict[str, list[Any]], dict[str, int]]:
-    from edgewise.engine.spark.job import SparkJob, SparkOptions
+    from edgewise.engine.spark.job import SparkJob, SparkOptions, holds_event_time_state
     from edgewise.engine.spark.sinks import RESULTS
     from edgewise.sources.file import FileSourceConfig
 
     pipeline = plan.pipeline(pipeline_id)
-    one_per_batch = any(s.kind in ("window", "dedupe") or (s.kind == "complete" and
-                                                          cast("CompleteConfig", s.config).time == "event")
-                        for s in pipeline.steps)
+    one_per_batch = holds_event_time_state(pipeline) or any(s.kind == "dedupe" for s in pipeline.steps)
     received: dict[str, dict[str, Any]] = {}
 
     def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:

@@ -170,12 +170,13 @@ class SparkJob:
             return generate_spool(source, os.path.join(self.options.checkpoint, "_generator", source.id))
         return None
 
-    def _input(self, pipeline_id: str) -> DataFrame:
+    def _input(self, pipeline: PipelinePlan) -> DataFrame:
         from pyspark.sql import functions as f
 
         frames = [source_frame(self.spark, self.plan, s, self.options.checkpoint,
                                max_files=self.options.max_files_per_trigger) for s in self.plan.sources]
-        frames.append(spool_frame(self.spark, self._end_dir(pipeline_id), END_SOURCE))
+        if holds_event_time_state(pipeline):  # the end-of-input marker's spool: only where it has work to do
+            frames.append(spool_frame(self.spark, self._end_dir(pipeline.id), END_SOURCE))
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)
@@ -208,11 +209,10 @@ class SparkJob:
     def _compile(self, pipeline: PipelinePlan) -> CompiledPipeline:
         from pyspark.sql import functions as f
 
-        stage = Stage(self._input(pipeline.id), self.types.copy(), pipeline.id, self.options.now_sql)
+        stage = Stage(self._input(pipeline), self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
         windowed = False
-        flushed = False  # a window or an event-time completion: --once flushes it at the end
         clock_timers = False
         for step in pipeline.steps:
             if step.kind == "window":
@@ -221,7 +221,7 @@ class SparkJob:
                 stage, routed, mode = compile_window(stage, cast("WindowStep", step))
                 if routed is not None:
                     side.append(routed)
-                windowed = flushed = True
+                windowed = True
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step))
             elif step.kind in STATELESS:
@@ -231,7 +231,6 @@ class SparkJob:
             elif step.kind == "complete":
                 stage, event_time = compile_complete(stage, cast("CompleteStep", step), self.plan,
                                                      self.options.now_us)
-                flushed = flushed or event_time
                 clock_timers = clock_timers or not event_time
             else:  # spawn and plugin steps: the local step class on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
@@ -251,7 +250,8 @@ class SparkJob:
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
                              progress=self.progress)
-        return CompiledPipeline(pipeline, out, mode, checkpoint, flushed, writer, clock_timers)
+        return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer,
+                                clock_timers)
 
     # ------------------------------------------------------------ run
 
@@ -346,6 +346,12 @@ def _first_line(exc: BaseException) -> str:
         if marker in text:
             text = text[text.index(marker):]
     return text.splitlines()[0][:500] if text else type(exc).__name__
+
+
+def holds_event_time_state(pipeline: PipelinePlan) -> bool:
+    """A window or an event-time ``complete``: state that ``--once`` flushes with the end-of-input marker."""
+    return any(step.kind == "window" or (step.kind == "complete" and getattr(step.config, "time", "") == "event")
+               for step in pipeline.steps)
 
 
 @contextlib.contextmanager

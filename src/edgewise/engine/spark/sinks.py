@@ -117,48 +117,70 @@ class BatchWriter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         import time
 
-        from pyspark.sql import functions as f
-
         started = time.monotonic()
         before = dict(self.stats.written)
-        batch = batch.persist()  # computed once, then each route reads its rows from the cache
-        try:
-            for route in self.routes:
-                rows = batch.where(f.col("_to") == route)
-                if route == RESULTS and self.collect is not None:
-                    self._write(RESULTS, rows, batch_id)
-                elif route == RESULTS:
-                    for sink_id in self.pipeline.to or ["stdout"]:
-                        self._write(sink_id, rows, batch_id)
-                elif route == MALFORMED:
-                    count = rows.count()
-                    if not count:
-                        continue
-                    lines = rows.select("id", "_record").limit(5).collect()
-                    self.stats.malformed += count
-                    shown = "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in lines)
-                    self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, "
-                                f"skipped ({shown})")
-                elif route == END:
-                    continue
-                elif route.startswith(LATE_ROUTE):
-                    watermark = late_watermark_us(self.checkpoint, batch_id)
-                    if watermark is None:
-                        continue
-                    late = rows.where(f.col("_late_at") <= f.lit(watermark))
-                    sink_id = route[len(LATE_ROUTE):]
-                    n = self._write(sink_id, late, batch_id)
-                    self.stats.late[sink_id] = self.stats.late.get(sink_id, 0) + n
-                else:
-                    self._write(route, rows, batch_id)
-            self.stats.batches += 1
-        finally:
-            batch.unpersist()
+        if self._one_pass():
+            self._write_one_pass(batch, batch_id)
+        else:
+            batch = batch.persist()  # computed once, then each route reads its rows from the cache
+            try:
+                for route in self.routes:
+                    self._write_route(route, batch, batch_id)
+            finally:
+                batch.unpersist()
+        self.stats.batches += 1
         if self.progress is not None:
             wrote = ", ".join(f"{n - before.get(sink, 0):,} to {sink}" for sink, n in sorted(self.stats.written.items())
                               if n - before.get(sink, 0)) or "nothing written"
             self.progress(f"pipeline {self.pipeline.id}: micro-batch {batch_id}: {wrote} "
                           f"({time.monotonic() - started:.1f} s)")
+
+    def _destinations(self) -> list[str]:
+        return [RESULTS] if self.collect is not None else list(self.pipeline.to or ["stdout"])
+
+    def _one_pass(self) -> bool:
+        """The results go to one place and nothing else is routed (malformed lines are only counted): one pass
+        over the micro-batch writes them, counting the malformed lines on the way, without caching the batch."""
+        return len(self._destinations()) == 1 and set(self.routes) <= {RESULTS, MALFORMED}
+
+    def _write_one_pass(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as f
+
+        seen = Observation(f"edgewise-{self.pipeline.id}-{batch_id}")
+        observed = batch.observe(seen, f.count(f.when(f.col("_to") == MALFORMED, 1)).alias("malformed"))
+        self._write(self._destinations()[0], observed.where(f.col("_to") == RESULTS), batch_id)
+        if seen.get.get("malformed", 0):  # rare: read the batch again for the lines to show
+            self._write_route(MALFORMED, batch, batch_id)
+
+    def _write_route(self, route: str, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as f
+
+        rows = batch.where(f.col("_to") == route)
+        if route == RESULTS:
+            for sink_id in self._destinations():
+                self._write(sink_id, rows, batch_id)
+        elif route == MALFORMED:
+            count = rows.count()
+            if not count:
+                return
+            lines = rows.select("id", "_record").limit(5).collect()
+            self.stats.malformed += count
+            shown = "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in lines)
+            self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, "
+                        f"skipped ({shown})")
+        elif route == END:
+            return
+        elif route.startswith(LATE_ROUTE):
+            watermark = late_watermark_us(self.checkpoint, batch_id)
+            if watermark is None:
+                return
+            late = rows.where(f.col("_late_at") <= f.lit(watermark))
+            sink_id = route[len(LATE_ROUTE):]
+            n = self._write(sink_id, late, batch_id)
+            self.stats.late[sink_id] = self.stats.late.get(sink_id, 0) + n
+        else:
+            self._write(route, rows, batch_id)
 
     def _write(self, sink_id: str, rows: DataFrame, batch_id: int) -> int:
         if self.collect is not None:
