@@ -79,9 +79,8 @@ def local_values(text: str, rows: list[dict[str, Any]]) -> list[Any]:
 def spark_values(spark: Any, sql: str, rows: list[dict[str, Any]]) -> list[Any] | object:
     """Each row's value, or RAISED: all rows in one query, each row alone when that query fails; REJECTED when
     the analyser rejects the expression."""
-    from pyspark.errors import AnalysisException, PySparkException
-
     from py4j.protocol import Py4JJavaError
+    from pyspark.errors import AnalysisException, PySparkException
 
     def query(chosen: list[dict[str, Any]]) -> list[Any]:
         data = [(n, orjson.dumps(r).decode()) for n, r in enumerate(chosen)]

@@ -71,3 +71,46 @@ sinks:
     assert sorted(r["pairing"]["status"] for _, r in got[""]) == ["completed", "triggered"]
     [(_, letter)] = got["dead"]
     assert letter["event"] == {"kind": "a", "code": "x", "t": 2} and letter["step"] == "pair"
+
+
+def test_github_example_joins_the_same_completions_on_spark(spark: Any, tmp_path: Path) -> None:
+    """The shipped GitHub example over the real Octokit payloads, from a spool: the completions the data implies
+    (an independent walk, tests/test_github_completion.py), then the open ones time out on Spark's clock."""
+    from collections import Counter
+
+    from edgewise.config import load_text_plan
+    from edgewise.engine.spark.job import SparkJob, SparkOptions
+    from tests.conftest import ROOT
+    from tests.test_github_completion import CHECKS, deliveries, expected_outcomes
+
+    text = (ROOT / "examples" / "github" / "pipeline.yaml").read_text()
+    text = text.replace("type: http, signature: github, secret_env: GITHUB_WEBHOOK_SECRET", "type: file, path: in")
+    text = text.replace("timeout: 1h", "timeout: 2s")
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    spool = tmp_path / "in"
+    spool.mkdir()
+    items = deliveries()
+    _segment(spool, 1, items)
+    got: dict[str, list[dict[str, Any]]] = {}
+
+    def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
+        got.setdefault(route, []).extend(json.loads(r) for _, r in rows)
+
+    def run_pipeline(pipeline: str) -> list[dict[str, Any]]:
+        got.clear()
+        SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True), collect=collect,
+                 pipelines=[pipeline], report=lambda text: None).run()
+        return got.get("", [])
+
+    cases = {"push-to-ci": ("ci", {"pushed": {"push"}, "checked": CHECKS}),
+             "ci-to-deploy": ("shipping", {"checked": CHECKS, "deployed": {"deployment", "deployment_status"}})}
+    first = {pipeline: run_pipeline(pipeline) for pipeline in cases}
+    time.sleep(2.5)  # past every deadline: a later micro-batch fires the timers
+    _segment(spool, 2, [{"event": "ping", "body": {}}])  # a micro-batch to run in (joins nothing)
+    for pipeline, (field, parts) in cases.items():
+        records = first[pipeline] + run_pipeline(pipeline)
+        outcomes = Counter((r[field]["key"], r[field]["status"], ",".join(sorted(r[field]["seen"])))
+                           for r in records)
+        expected = expected_outcomes(items, parts)
+        assert outcomes == expected, pipeline
+        assert any(status == "completed" for _, status, _ in expected)

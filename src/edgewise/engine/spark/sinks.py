@@ -140,8 +140,14 @@ class BatchWriter:
 
     def _one_pass(self) -> bool:
         """The results go to one place and nothing else is routed (malformed lines are only counted): one pass
-        over the micro-batch writes them, counting the malformed lines on the way, without caching the batch."""
-        return len(self._destinations()) == 1 and set(self.routes) <= {RESULTS, MALFORMED}
+        over the micro-batch writes them, counting the malformed lines on the way, without caching the batch.
+        Only where that write is a DataFrame action (collected, a file, a Parquet table): the count is an
+        ``Observation``, which a ``foreachPartition`` (an RDD action) never completes."""
+        destinations = self._destinations()
+        if len(destinations) != 1 or not set(self.routes) <= {RESULTS, MALFORMED}:
+            return False
+        sink = self.plan.sinks.get(destinations[0])
+        return self.collect is not None or (sink is not None and sink.type in ("file", "parquet"))
 
     def _write_one_pass(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import Observation
