@@ -74,6 +74,27 @@ def test_a_pipeline_without_sources_is_a_config_error(spark: Any, tmp_path: Path
     assert "declares none" in capsys.readouterr().err
 
 
+def test_a_second_watermark_after_a_stateful_step_is_a_config_error(spark: Any, tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Spark refuses to redefine a query's watermark after a stateful operator, and would say so only once the
+    query runs: the compile says it first, naming both steps."""
+    (tmp_path / "in").mkdir()
+    path = tmp_path / "p.yaml"
+    path.write_text("""\
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+      - dedupe: {id: once, key: k, within: 1m}
+      - window: {id: hourly, key: [k], tumbling: 1h, aggs: {n: count()}}
+""")
+    assert main(["spark", str(path), "--checkpoint", str(tmp_path / "ck"), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "step hourly" in err and "follows once" in err
+
+
 def test_test_command_runs_fixtures_on_spark(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["test", str(ROOT / "examples" / "ysb" / "pipeline.test.yaml"), "--engine", "spark"])
     out = capsys.readouterr().out

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
     from edgewise.config.plan import PipelinePlan, Plan
     from edgewise.steps.aggregate import AggregateStep
+    from edgewise.steps.base import Step
     from edgewise.steps.complete import CompleteStep
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.window import WindowStep
@@ -212,16 +213,21 @@ class SparkJob:
         stage = Stage(self._input(pipeline), self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
-        windowed = False
         clock_timers = False
+        watermarked: str | None = None  # the step that defined the query's watermark
         for step in pipeline.steps:
+            if _defines_watermark(step):
+                if watermarked is not None:
+                    raise ConfigError(
+                        f"step {step.id}: on Spark a pipeline has one step with a watermark (window, dedupe, an "
+                        f"event-time complete), and {step.id} follows {watermarked}: Spark does not let a query "
+                        "define its watermark again after a stateful operator. Split the pipeline in two through "
+                        "a file sink and a file source, or run it on the local engine")
+                watermarked = step.id
             if step.kind == "window":
-                if windowed:
-                    raise ConfigError(f"step {step.id}: the Spark engine compiles one window per pipeline")
                 stage, routed, mode = compile_window(stage, cast("WindowStep", step))
                 if routed is not None:
                     side.append(routed)
-                windowed = True
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step))
             elif step.kind in STATELESS:
@@ -348,10 +354,17 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0][:500] if text else type(exc).__name__
 
 
+def _event_time_complete(step: Step) -> bool:
+    return step.kind == "complete" and getattr(step.config, "time", "") == "event"
+
+
+def _defines_watermark(step: Step) -> bool:
+    return step.kind in ("window", "dedupe") or _event_time_complete(step)
+
+
 def holds_event_time_state(pipeline: PipelinePlan) -> bool:
     """A window or an event-time ``complete``: state that ``--once`` flushes with the end-of-input marker."""
-    return any(step.kind == "window" or (step.kind == "complete" and getattr(step.config, "time", "") == "event")
-               for step in pipeline.steps)
+    return any(step.kind == "window" or _event_time_complete(step) for step in pipeline.steps)
 
 
 @contextlib.contextmanager
