@@ -27,7 +27,7 @@ from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import compile_aggregate, compile_complete
 from edgewise.engine.spark.python_steps import compile_python_step
-from edgewise.engine.spark.sinks import BatchWriter, Collector
+from edgewise.engine.spark.sinks import BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
     FRAME_COLUMNS,
     SPOOL_GLOB,
@@ -210,11 +210,13 @@ class SparkJob:
     def _compile(self, pipeline: PipelinePlan) -> CompiledPipeline:
         from pyspark.sql import functions as f
 
-        stage = Stage(self._input(pipeline), self.types.copy(), pipeline.id, self.options.now_sql)
+        source = self._input(pipeline)
+        stage = Stage(source, self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
         clock_timers = False
         watermarked: str | None = None  # the step that defined the query's watermark
+        routing = False  # a step so far can route rows to a sink
         for step in pipeline.steps:
             if _defines_watermark(step):
                 if watermarked is not None:
@@ -225,7 +227,8 @@ class SparkJob:
                         "a file sink and a file source, or run it on the local engine")
                 watermarked = step.id
             if step.kind == "window":
-                stage, routed, mode = compile_window(stage, cast("WindowStep", step))
+                stage, routed, mode = compile_window(stage, cast("WindowStep", step),
+                                                     None if routing else source)
                 if routed is not None:
                     side.append(routed)
             elif step.kind == "dedupe":
@@ -240,6 +243,7 @@ class SparkJob:
                 clock_timers = clock_timers or not event_time
             else:  # spawn and plugin steps: the local step class on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
+            routing = routing or bool(step_routes(self.plan, step))
         out = stage.df
         if "_late_at" not in out.columns:
             out = out.withColumn("_late_at", f.lit(None).cast("bigint"))

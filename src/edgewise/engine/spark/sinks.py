@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
 
     from edgewise.config.plan import Plan
+    from edgewise.steps.base import Step
 
 RESULTS = ""
 MALFORMED = "_malformed"
@@ -58,17 +59,24 @@ def possible_routes(plan: Plan, pipeline_id: str) -> list[str]:
     """Every ``_to`` a pipeline's rows can have, known from its steps (no pass over a batch to find them)."""
     routes = [RESULTS, MALFORMED]
     for step in plan.pipeline(pipeline_id).steps:
-        config = step.config
-        if config.on_error not in ("fail", "skip"):
-            routes.append(config.on_error)
-        if step.kind == "tee":
-            routes.append(config.to)  # type: ignore[attr-defined]
-        if step.kind == "window" and config.late != "drop":  # type: ignore[attr-defined]
-            routes.append(LATE_ROUTE + config.late)  # type: ignore[attr-defined]
-        if step.kind not in ("filter", "gate", "annotate", "transform", "lookup", "tee", "window", "dedupe",
-                             "aggregate"):
-            routes += list(plan.sinks)  # a step run in Python may send to any sink
+        routes += step_routes(plan, step)
     return list(dict.fromkeys(routes))
+
+
+def step_routes(plan: Plan, step: Step) -> list[str]:
+    """The sinks (``_to``) a step can route rows to."""
+    config = step.config
+    routes = []
+    if config.on_error not in ("fail", "skip"):
+        routes.append(config.on_error)
+    if step.kind == "tee":
+        routes.append(config.to)  # type: ignore[attr-defined]
+    if step.kind == "window" and config.late != "drop":  # type: ignore[attr-defined]
+        routes.append(LATE_ROUTE + config.late)  # type: ignore[attr-defined]
+    if step.kind not in ("filter", "gate", "annotate", "transform", "lookup", "tee", "window", "dedupe",
+                         "aggregate", "complete"):
+        routes += list(plan.sinks)  # a step run in Python may send to any sink
+    return routes
 
 
 def late_watermark_us(checkpoint: str, batch_id: int) -> int | None:

@@ -37,8 +37,14 @@ def _typed(sql: str, spark_type: str) -> str:
     return f"to_json({sql})" if spark_type == "variant" else sql
 
 
-def compile_window(stage: Stage, step: WindowStep) -> tuple[Stage, DataFrame | None, str]:
-    """(the window results as a new stage, the routed rows to add back (or None), the output mode)."""
+def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | None = None,
+                   ) -> tuple[Stage, DataFrame | None, str]:
+    """(the window results as a new stage, the routed rows to add back (or None), the output mode).
+
+    The routed rows leave in a branch of their own, which Spark computes apart from the window's: given
+    ``source_routes`` (the pipeline's input, when no step before the window can route, so that its routed rows are
+    malformed lines and the end-of-input marker), that branch reads them there, and the steps before the window
+    run once, not once per branch."""
     from pyspark.sql import functions as f
 
     config = step.config
@@ -49,7 +55,9 @@ def compile_window(stage: Stage, step: WindowStep) -> tuple[Stage, DataFrame | N
     # the watermark sees every row, routed ones too: the end-of-input marker (routed past every step) moves it
     watermarked = stage.df.withWatermark("event_time", interval(config.watermark))
     live = watermarked.where(F.LIVE)
-    routed = watermarked.where(f"NOT {F.LIVE}")
+    routed_from = watermarked if source_routes is None else source_routes.withWatermark(
+        "event_time", interval(config.watermark))
+    routed = routed_from.where(f"NOT {F.LIVE}")
     if config.late != "drop":
         size_us = step.size
         slide_us = step.slide
@@ -65,7 +73,7 @@ def compile_window(stage: Stage, step: WindowStep) -> tuple[Stage, DataFrame | N
     for i, (name, text) in enumerate(zip(step.keys.names, step.keys.texts, strict=True)):
         sql = to_spark_sql(text, types)
         probe = live.select(f.expr(sql).alias("k")).schema["k"].dataType.simpleString()
-        key_columns.append((name, f"_k{i}", _typed(sql, probe), "string" if probe == "variant" else probe))
+        key_columns.append((name, f"_k{i}", _typed(sql, probe), probe))
     df = live
     for _, column, sql, _ in key_columns:
         df = df.withColumn(column, f.expr(sql))
@@ -99,13 +107,17 @@ def compile_window(stage: Stage, step: WindowStep) -> tuple[Stage, DataFrame | N
     for column, sql in post.items():
         grouped = grouped.withColumn(column, f.expr(sql))
     entries = []
-    for name, column, _, spark_type in key_columns:
-        entries.append(f"{F.quote(name)}, {F.to_variant(column, spark_type)}")
+    # a VARIANT key was grouped by its JSON text: the result holds the value again
+    keys = [(name, f"parse_json({column})" if spark_type == "variant" else column, spark_type)
+            for name, column, _, spark_type in key_columns]
+    for name, value, spark_type in keys:
+        entries.append(f"{F.quote(name)}, {F.to_variant(value, spark_type)}")
     entries.append(f"'window_start', {F.to_variant('_w.start', 'timestamp')}")
     entries.append(f"'window_end', {F.to_variant('_w.end', 'timestamp')}")
     for (name, _), agg in zip(step.aggs.specs, list(post), strict=True):
         entries.append(f"{F.quote(name)}, {F.to_variant(agg, grouped.schema[agg].dataType.simpleString())}")
-    key_json = "to_json(array(" + ", ".join(c for _, c, _, _ in key_columns) + "))" if key_columns else "'[]'"
+    # the key values as JSON, each as a VARIANT (an array needs one element type): `[1,"a"]`, as the local id
+    key_json = ("to_json(array(" + ", ".join(F.to_variant(v, t) for _, v, t in keys) + "))") if keys else "'[]'"
     result_id = f"concat({F.quote(step.id)}, ':', CAST(unix_micros(_w.start) AS STRING), ':', {key_json})"
     updates = config.emit == "updates"
     if updates:  # one result per change: the values tell the updates of one window apart, and replay alike
