@@ -12,6 +12,13 @@ from typing import Any
 from tests.spark.test_sources_and_sinks import _collecting
 
 
+def _spool_pipeline(steps: str, *, event_time: bool = True, sinks: str = "") -> str:
+    """A one-pipeline file (`p`) reading the spool `in`, with the given steps (YAML list items)."""
+    head = 'event_time: "timestamp_seconds(t)"\n' if event_time else ""
+    return (f"version: 1\n{head}sources: [{{id: spool, type: file, path: in}}]\npipelines:\n  - id: p\n"
+            f"    steps:\n{steps}{sinks}")
+
+
 def _segment(spool: Path, n: int, events: list[dict[str, Any]]) -> None:
     path = spool / f"part-{n}.ndjson"
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
@@ -21,12 +28,7 @@ def _segment(spool: Path, n: int, events: list[dict[str, Any]]) -> None:
 def test_processing_time_completion_times_out_on_sparks_clock(spark: Any, tmp_path: Path) -> None:
     spool = tmp_path / "in"
     spool.mkdir()
-    text = """
-version: 1
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: p
-    steps:
+    text = _spool_pipeline("""\
       - complete:
           id: paid
           key: order_id
@@ -34,7 +36,7 @@ pipelines:
           timeout: 1s
           time: processing
           into: progress
-"""
+""", event_time=False)
     _segment(spool, 1, [{"kind": "order", "order_id": 7}, {"kind": "order", "order_id": 8}])
     first = _collecting(spark, text, tmp_path, tmp_path / "ck")
     assert sorted(r["progress"]["status"] for _, r in first[""]) == ["triggered", "triggered"]
@@ -48,13 +50,7 @@ pipelines:
 def test_a_key_that_fails_goes_to_the_dead_letter_sink(spark: Any, tmp_path: Path) -> None:
     spool = tmp_path / "in"
     spool.mkdir()
-    text = """
-version: 1
-event_time: "timestamp_seconds(t)"
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: p
-    steps:
+    text = _spool_pipeline("""\
       - complete:
           id: pair
           key: "cast(code AS BIGINT)"
@@ -62,9 +58,7 @@ pipelines:
           timeout: 1m
           into: pairing
           on_error: dead
-sinks:
-  - {id: dead, type: stdout}
-"""
+""", sinks="sinks: [{id: dead, type: stdout}]\n")
     _segment(spool, 1, [{"kind": "a", "code": "12", "t": 1}, {"kind": "a", "code": "x", "t": 2},
                         {"kind": "b", "code": "12", "t": 3}])
     got = _collecting(spark, text, tmp_path, tmp_path / "ck")
@@ -128,16 +122,10 @@ def test_keyed_state_before_a_window_runs_once(spark: Any, tmp_path: Path) -> No
     spool.mkdir()
     _segment(spool, 1, [{"kind": "a", "k": 1, "t": 0}, {"kind": "b", "k": 1, "t": 10}, {"kind": "a", "k": 2, "t": 20}])
     (spool / "part-2.ndjson").write_text("not json\n")
-    text = """
-version: 1
-event_time: "timestamp_seconds(t)"
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: p
-    steps:
+    text = _spool_pipeline("""\
       - complete: {id: c, key: k, parts: {a: "kind = 'a'", b: "kind = 'b'"}, timeout: 1h, time: processing, into: st}
       - window: {id: w, key: [st.status], tumbling: 1h, aggs: {n: count()}}
-"""
+""")
     plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
     job = SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True), report=lambda text: None)
     assert len(re.findall(r"^\(\d+\) TransformWithStateInPySpark", job.explain(), re.MULTILINE)) == 1
