@@ -214,7 +214,6 @@ class SparkJob:
         stage = Stage(source, self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
-        clock_timers = False
         watermarked: str | None = None  # the step that defined the query's watermark
         routing = False  # a step so far can route rows to a sink
         for step in pipeline.steps:
@@ -238,9 +237,7 @@ class SparkJob:
             elif step.kind == "aggregate":
                 stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us)
             elif step.kind == "complete":
-                stage, event_time = compile_complete(stage, cast("CompleteStep", step), self.plan,
-                                                     self.options.now_us)
-                clock_timers = clock_timers or not event_time
+                stage = compile_complete(stage, cast("CompleteStep", step), self.plan, self.options.now_us)
             else:  # spawn and plugin steps: the local step class on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
@@ -260,6 +257,7 @@ class SparkJob:
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
                              progress=self.progress)
+        clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
         return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer,
                                 clock_timers)
 

@@ -196,13 +196,9 @@ def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int 
     return _run_keyed(stage, step, step.config.into, _group(keys), plan, now_us)
 
 
-def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | None) -> tuple[Stage, bool]:
-    """(the stage, whether the step runs in event time: then ``--once`` flushes it with the end-of-input marker,
-    as a window's results are)."""
+def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | None) -> Stage:
     config = step.config
     # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
     key, _ = to_guarded_sql(config.key, stage.types)
-    event_time = config.time == "event"
-    time_mode = EVENT_TIME if event_time else PROCESSING_TIME
-    stage = _run_keyed(stage, step, config.into, _group([key]), plan, now_us, time_mode, config.watermark)
-    return stage, event_time
+    time_mode = EVENT_TIME if config.time == "event" else PROCESSING_TIME
+    return _run_keyed(stage, step, config.into, _group([key]), plan, now_us, time_mode, config.watermark)
