@@ -132,3 +132,20 @@ def test_keyed_state_before_a_window_runs_once(spark: Any, tmp_path: Path) -> No
     got = _collecting(spark, text, tmp_path, tmp_path / "ck2")
     assert sorted((r["status"], r["n"]) for _, r in got[""]) == [("completed", 1), ("triggered", 2)]
     assert len(got["_reports"]) == 1 and "1 input lines are not JSON objects" in got["_reports"][0]
+
+
+def test_an_aggregate_dead_letter_is_dated_by_the_clock(spark: Any, tmp_path: Path) -> None:
+    """Without timers Spark gives the processor no micro-batch time (-1): the system clock dates dead letters."""
+    import datetime as dt
+
+    spool = tmp_path / "in"
+    spool.mkdir()
+    _segment(spool, 1, [{"k": 1, "v": "2"}, {"k": 1, "v": "x"}])
+    text = _spool_pipeline("""\
+      - aggregate: {id: running, key: [k], into: so_far, aggs: {total: "sum(cast(v AS BIGINT))"}, on_error: dead}
+""", event_time=False, sinks="sinks: [{id: dead, type: stdout}]\n")
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    [(_, letter)] = got["dead"]
+    assert letter["event"] == {"k": 1, "v": "x"}
+    failed_at = dt.datetime.fromisoformat(letter["failed_at"].replace("Z", "+00:00"))
+    assert abs((dt.datetime.now(dt.UTC) - failed_at).total_seconds()) < 600

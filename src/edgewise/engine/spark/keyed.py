@@ -96,20 +96,21 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
                 yield pd.DataFrame(out, columns=OUTPUT_COLUMNS)
 
         def _now(self, timer_values: Any) -> int:
+            """The step's time: the watermark (event time) or the clock's (processing time)."""
             if time_mode == EVENT_TIME:
                 return int(timer_values.getCurrentWatermarkInMs()) * 1000
-            if now_us is not None:
-                return now_us
-            return int(timer_values.getCurrentProcessingTimeInMs()) * 1000
+            return int(self._clock(timer_values).now_us())
 
         def _clock(self, timer_values: Any) -> Any:
             """The clock of the local step: the micro-batch's time (recorded in the offset log, so a replayed
-            micro-batch sees the same time), or the fixed test clock."""
-            from edgewise.clock import FakeClock
+            micro-batch sees the same time), or the fixed test clock; without timers Spark gives no batch time
+            (-1), and the system clock stands in (it dates dead letters)."""
+            from edgewise.clock import FakeClock, SystemClock
 
             if now_us is not None:
                 return FakeClock(now_us)
-            return FakeClock(int(timer_values.getCurrentProcessingTimeInMs()) * 1000)
+            batch_ms = int(timer_values.getCurrentProcessingTimeInMs())
+            return FakeClock(batch_ms * 1000) if batch_ms >= 0 else SystemClock()
 
         def _expire(self, now: int, clock: Any) -> list[tuple[Any, ...]]:
             from edgewise.engine.context import RunContext
