@@ -160,9 +160,6 @@ class CompleteStep(StatefulStep):
             record = set_path({}, self.into, self._status("timed_out", key, pending))
             records.append((record, f"{self.id}:timeout:{text}:{started}", deadline))
 
-    def _records_batch(self, records: list[Record], ctx: RunContext) -> Batch | None:
-        return records_batch(self.id, records, ctx.clock.now_us()) if records else None
-
     def advance(self, now_us: int, ctx: RunContext) -> Batch | None:
         return None if self.event_time else self.expire(now_us, ctx)
 
@@ -175,7 +172,7 @@ class CompleteStep(StatefulStep):
         its watermark or its clock)."""
         records: list[Record] = []
         self._fire(now_us, records)
-        return self._records_batch(records, ctx)
+        return records_batch(self.id, records, ctx.clock.now_us()) if records else None
 
     def deadlines(self) -> list[int]:
         """When the open completions time out (µs): the timers an engine keeping them must hold."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from edgewise.engine.spark.steps import STATELESS
 from edgewise.engine.spark.windows import LATE_ROUTE
 from edgewise.errors import SinkError
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from edgewise.steps.base import Step
 
 RESULTS = ""
+NATIVE_STATEFUL = ("window", "dedupe", "aggregate", "complete")
+"""Stateful steps the job compiles itself; they route only to their ``on_error`` and ``late`` sinks."""
 MALFORMED = "_malformed"
 """``_to`` of an input line that is not a JSON object: counted and reported, never silently lost."""
 
@@ -73,9 +76,8 @@ def step_routes(plan: Plan, step: Step) -> list[str]:
         routes.append(config.to)  # type: ignore[attr-defined]
     if step.kind == "window" and config.late != "drop":  # type: ignore[attr-defined]
         routes.append(LATE_ROUTE + config.late)  # type: ignore[attr-defined]
-    if step.kind not in ("filter", "gate", "annotate", "transform", "lookup", "tee", "window", "dedupe",
-                         "aggregate", "complete"):
-        routes += list(plan.sinks)  # a step run in Python may send to any sink
+    if step.kind not in STATELESS and step.kind not in NATIVE_STATEFUL:
+        routes += list(plan.sinks)  # a step run in Python (spawn, a plugin) may send to any sink
     return routes
 
 
