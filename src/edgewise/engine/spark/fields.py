@@ -1,8 +1,8 @@
 """What type each event field has on Spark: the contract between the event frame and the expression compiler.
 
-Events travel as a ``MAP<STRING, VARIANT>`` (one VARIANT per top-level field), so a field keeps exactly the JSON
-value it came with. An expression, though, needs a typed value (``speed > 3`` cannot compare a VARIANT), so every
-field reference is read with ``variant_get`` at one type, decided in this order:
+Events travel as VARIANTs (the parsed input, and one per top-level field a step set: ``frame.py``), so a field
+keeps exactly the JSON value it came with. An expression, though, needs a typed value (``speed > 3`` cannot compare
+a VARIANT), so every field reference is read with ``variant_get`` at one type, decided in this order:
 
 1. the source's declared ``schema`` (a DDL string such as ``"speed DOUBLE, line STRING"``);
 2. a field an earlier step set: the type Spark gave its expression;
@@ -20,32 +20,46 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+ABSENT = "CAST(NULL AS VARIANT)"
+"""A field that is not in the event (a JSON null is a VARIANT null, which is not SQL's NULL)."""
+
 
 @dataclass
 class FieldTypes:
-    """Known field types by path: a Spark SQL type name (``bigint``, ``array<string>``) at each leaf; objects nest
-    as dicts."""
+    """What the compiler knows of the event at a point of the pipeline: each field's type, and where each
+    top-level field's value is held (the event's layout, ``frame.py``).
+
+    Known field types by path: a Spark SQL type name (``bigint``, ``array<string>``) at each leaf; objects nest as
+    dicts."""
 
     tree: dict[str, Any] = field(default_factory=dict)
-    touched: set[str] = field(default_factory=set)
-    """Top-level fields a step has set, renamed or dropped since the source: they are read from the event map;
-    the others straight from the source's parsed VARIANT (``_src``), which is much cheaper than a map lookup."""
-    all_touched: bool = False
-    """No source VARIANT to read from (window results), or every field is suspect (after ``keep``)."""
+    held: dict[str, str] = field(default_factory=dict)
+    """Top-level fields a step has set or dropped: the SQL (usually a column of their own) of each one's VARIANT,
+    NULL where the field is absent. They override the base."""
+    kept: list[str] | None = None
+    """After a ``keep``: the only fields of the base that are still in the event (None: all of them)."""
+    base_map: bool = False
+    """The base is the event map column (``event``), not the source's parsed VARIANT (``_src``)."""
+    columns_made: int = 0
+    """How many columns ``new_column`` has named (their names are unique along the pipeline)."""
 
-    def reads_source(self, name: str) -> bool:
-        return not self.all_touched and name not in self.touched
+    def new_column(self) -> str:
+        self.columns_made += 1
+        return f"_e{self.columns_made}"
 
-    def touch(self, name: str) -> None:
-        self.touched.add(name)
-
-    def touch_all(self) -> None:
-        self.all_touched = True
+    def holder(self, name: str) -> str | None:
+        """SQL of top-level field ``name``'s VARIANT (NULL: absent) where a step left it; None: it is the base's."""
+        if name in self.held:
+            return self.held[name]
+        if self.kept is not None and name not in self.kept:
+            return ABSENT
+        return None
 
     def fresh_source(self) -> None:
         """The event was rebuilt and ``_src`` holds it whole again."""
-        self.touched = set()
-        self.all_touched = False
+        self.held = {}
+        self.kept = None
+        self.base_map = False
 
     def type_of(self, path: list[str]) -> str | None:
         node: Any = self.tree
@@ -76,7 +90,8 @@ class FieldTypes:
     def copy(self) -> FieldTypes:
         import copy
 
-        return FieldTypes(copy.deepcopy(self.tree), set(self.touched), self.all_touched)
+        return FieldTypes(copy.deepcopy(self.tree), dict(self.held), None if self.kept is None else list(self.kept),
+                          self.base_map, self.columns_made)
 
 
 # ---------------------------------------------------------------- schema_of_variant text

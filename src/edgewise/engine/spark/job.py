@@ -29,14 +29,13 @@ from edgewise.engine.spark.keyed import compile_aggregate, compile_complete
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
-    FRAME_COLUMNS,
     SPOOL_GLOB,
     envelope_sql,
     payload_sql,
     source_frame,
     spool_frame,
 )
-from edgewise.engine.spark.sql import EVENT, to_spark_sql
+from edgewise.engine.spark.sql import to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
 from edgewise.engine.spark.windows import compile_dedupe, compile_window
 from edgewise.errors import ConfigError, EdgewiseError
@@ -184,7 +183,7 @@ class SparkJob:
         df = df.withColumn("_to", f.expr(f"CASE WHEN source = {F.quote(END_SOURCE)} THEN '_end' ELSE _to END"))
         if self.plan.event_time is not None:
             df = df.withColumn("event_time", f.expr(self._event_time_sql(df)))
-        return df.select(*FRAME_COLUMNS)
+        return df.select(*F.FRAME_COLUMNS)
 
     def _event_time_sql(self, df: DataFrame) -> str:
         from pyspark.sql import functions as f
@@ -241,19 +240,17 @@ class SparkJob:
             else:  # spawn and plugin steps: the local step class on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
-        out = stage.df
+        out = stage.df.withColumn(
+            "_record", f.expr(f"CASE WHEN _to = '' THEN {F.record_json(stage.types)} ELSE _record END"))
         if "_late_at" not in out.columns:
             out = out.withColumn("_late_at", f.lit(None).cast("bigint"))
+        # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below the
+        # watermark, which must see it
+        out = out.select("id", "event_time", "source", "_to", "_record", "_late_at")
         for routed in side:
             if "_late_at" not in routed.columns:
                 routed = routed.withColumn("_late_at", f.lit(None).cast("bigint"))
-            out = out.unionByName(routed)
-        out = out.select(
-            "id", "event_time", "source", "_to",
-            f.expr(f"CASE WHEN _to = '' THEN {F.record_json()} ELSE _record END").alias("_record"),
-            "_late_at",
-        )  # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below
-        # the watermark, which must see it
+            out = out.unionByName(routed.select(*out.columns))
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
                              progress=self.progress)
@@ -410,4 +407,4 @@ def _as_object_schema(tree: dict[str, Any]) -> str:
     return render(tree)
 
 
-__all__ = ["EVENT", "CompiledPipeline", "SparkJob", "SparkOptions", "write_end_marker"]
+__all__ = ["CompiledPipeline", "SparkJob", "SparkOptions", "write_end_marker"]

@@ -27,7 +27,7 @@ import orjson
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.python_steps import batch_rows, run_local_step
-from edgewise.engine.spark.sql import EVENT, SOURCE, to_guarded_sql, to_spark_sql
+from edgewise.engine.spark.sql import SOURCE, to_guarded_sql, to_spark_sql
 from edgewise.engine.spark.steps import Stage
 from edgewise.engine.spark.windows import interval
 
@@ -168,17 +168,16 @@ def _run_keyed(stage: Stage, step: StatefulStep, into: str, group: str, plan: An
     if time_mode == EVENT_TIME:  # every row moves the watermark: the end-of-input marker (routed) too
         df = df.withWatermark("event_time", interval(watermark_us))
     live = df.where(F.LIVE)
-    routed = df.where(f"NOT {F.LIVE}")
+    routed = df.where(f"NOT {F.LIVE}").select(*F.FRAME_COLUMNS)
     # Spark hands a group's rows over as named tuples: the columns need names without a leading underscore.
     # The event time goes in as a value, not as the watermark column, so late rows are not dropped
     rows = live.select(f.expr(group).alias("group_key"), "id",
                        f.expr("timestamp_micros(unix_micros(event_time))").alias("event_time"), "source",
-                       f.expr(F.record_json()).alias("payload"))
+                       f.expr(F.record_json(stage.types)).alias("payload"))
     processor = _processor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode)
     out = rows.groupBy("group_key").transformWithStateInPandas(processor, OUTPUT, "Append", time_mode)
     frame = out.select(
         "id", "event_time", "source",
-        f.expr("CASE WHEN route = '' THEN try_cast(parse_json(payload) AS MAP<STRING, VARIANT>) END").alias(EVENT),
         f.expr("CASE WHEN route = '' THEN parse_json(payload) END").alias(SOURCE),
         f.col("route").alias("_to"), f.col("record").alias("_record")).unionByName(routed)
     stage.types.drop(into.split("."))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sinks import MALFORMED
-from edgewise.engine.spark.sql import EVENT, SOURCE
+from edgewise.engine.spark.sql import SOURCE
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -158,11 +158,10 @@ def nats_frame(spark: SparkSession, source: Any) -> DataFrame:
     raw = (spark.readStream.format(FORMAT_NAME).option("url", source.url).option("stream", source.stream)
            .option("subject", source.subject).option("source_id", source.id).option("format", source.format)
            .load())
-    event = "try_cast(try_parse_json(payload) AS MAP<STRING, VARIANT>)"
+    is_object = "try_cast(try_parse_json(payload) AS MAP<STRING, VARIANT>) IS NOT NULL"
     return raw.select(
         "id", "event_time", f.lit(source.id).alias("source"),
-        f.expr(f"CASE WHEN error IS NULL THEN {event} END").alias(EVENT),
         f.expr("CASE WHEN error IS NULL THEN try_parse_json(payload) END").alias(SOURCE),
-        f.expr(f"CASE WHEN error IS NULL AND {event} IS NOT NULL THEN '' ELSE {F.quote(MALFORMED)} END").alias("_to"),
-        f.expr(f"CASE WHEN error IS NULL AND {event} IS NOT NULL THEN NULL ELSE payload END").alias("_record"),
+        f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN '' ELSE {F.quote(MALFORMED)} END").alias("_to"),
+        f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN NULL ELSE payload END").alias("_record"),
     )

@@ -13,7 +13,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sql import EVENT, SOURCE
+from edgewise.engine.spark.sql import SOURCE
 from edgewise.engine.spark.steps import Stage
 
 if TYPE_CHECKING:
@@ -114,11 +114,10 @@ def compile_python_step(stage: Stage, step: Step, plan: Any, now_us: int | None)
     from edgewise.engine.local import _base
 
     run = _run_partition(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us)
-    as_json = stage.df.select("id", "event_time", "source", f.expr(F.record_json()).alias("_json"), "_to", "_record")
+    as_json = stage.df.select("id", "event_time", "source", f.expr(F.record_json(stage.types)).alias("_json"),
+                              "_to", "_record")
     out: DataFrame = as_json.mapInPandas(run, SCHEMA)
     frame = out.select("id", "event_time", "source",
-                       f.expr("CASE WHEN _to = '' THEN try_cast(parse_json(_json) AS MAP<STRING, VARIANT>) END")
-                       .alias(EVENT),
                        f.expr("CASE WHEN _to = '' THEN parse_json(_json) END").alias(SOURCE), "_to", "_record")
     into = getattr(step.config, "into", None)
     if into:

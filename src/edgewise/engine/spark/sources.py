@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sinks import MALFORMED
-from edgewise.engine.spark.sql import EVENT, SOURCE
+from edgewise.engine.spark.sql import SOURCE
 from edgewise.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from edgewise.config.plan import Plan
 
 SPOOL_GLOB = "*.ndjson"
-FRAME_COLUMNS = ["id", "event_time", "source", EVENT, SOURCE, "_to", "_record"]
 
 
 def envelope_sql(parsed: str, line: str) -> str:
@@ -54,13 +53,11 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.col("_metadata.file_modification_time").alias("_mtime"),
         f.posexplode(f.split("value", "\n")).alias("_pos", "_line"),
     ).where("trim(_line) <> ''")
-    # the parsed line and the event map are made by generators (explode of a one-element array): Spark cannot
-    # inline a generator's output into the filters it pushes down, which would parse each line again per condition
+    # the parsed line is made by a generator (explode of a one-element array): Spark cannot inline a generator's
+    # output into the filters it pushes down, which would parse each line again per condition
     parsed = raw.select("*", f.explode(f.array(f.expr("try_parse_json(_line)"))).alias("_v"))
     parsed = parsed.withColumn("_env", f.expr(envelope_sql("_v", "_line")))
     payload = payload_sql("_v", "_env")
-    parsed = parsed.select("*", f.explode(f.array(f.expr(f"try_cast({payload} AS MAP<STRING, VARIANT>)")))
-                           .alias(EVENT))
     frame = parsed.select(
         f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') "
                f"ELSE concat({F.quote(source_id + ':')}, _file, ':', CAST(_pos + 1 AS STRING)) END").alias("id"),
@@ -68,13 +65,23 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
                "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE _mtime END").alias("event_time"),
         f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
                f"ELSE {F.quote(source_id)} END").alias("source"),
-        f.col(EVENT),
         f.expr(payload).alias(SOURCE),
+        f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"),
         f.col("_line"),
     )
-    return (frame.withColumn("_to", f.expr(f"CASE WHEN {EVENT} IS NULL THEN {F.quote(MALFORMED)} ELSE '' END"))
-                 .withColumn("_record", f.expr(f"CASE WHEN {EVENT} IS NULL THEN _line END"))
-                 .drop("_line"))
+    return (frame.withColumn("_to", f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(MALFORMED)} END"))
+                 .withColumn("_record", f.expr("CASE WHEN _object THEN NULL ELSE _line END"))
+                 .drop("_line", "_object"))
+
+
+def is_object_sql(parsed: str, line: str, envelope: str) -> str:
+    """SQL: the line's event is a JSON object. A line that starts with ``{`` and parses is one, which spares the
+    common case a cast of the whole value to a map."""
+    def cast(value: str) -> str:
+        return f"try_cast({value} AS MAP<STRING, VARIANT>) IS NOT NULL"
+
+    return (f"CASE WHEN {parsed} IS NULL THEN false WHEN {envelope} THEN {cast(payload_sql(parsed, envelope))} "
+            f"WHEN startswith({line}, '{{') THEN true ELSE {cast(parsed)} END")
 
 
 def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,

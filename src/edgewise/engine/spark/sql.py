@@ -18,9 +18,9 @@ from edgewise.expr.compiler import parse
 from edgewise.expr.dialect import EdgewiseSpark
 
 EVENT = "event"
-"""The event column: ``MAP<STRING, VARIANT>``, one entry per top-level field."""
+"""The event map column (``MAP<STRING, VARIANT>``, one entry per top-level field), where a layout has one."""
 SOURCE = "_src"
-"""The event as the source parsed it (one VARIANT): fields no step touched are read from here."""
+"""The event as the source parsed it (one VARIANT): fields no step changed are read from here."""
 
 # functions whose first argument is an array (a field read for them is ARRAY<VARIANT> when its type is unknown)
 _ARRAY_FIRST = {
@@ -54,13 +54,16 @@ def json_path(parts: list[str]) -> str:
     return out
 
 
-def field_read(parts: list[str], spark_type: str | None, column: str = EVENT, *, from_source: bool = False) -> str:
-    """Spark SQL reading a field: ``variant_get(event['a'], '$.b', 'bigint')``; VARIANT when the type is None.
-    ``from_source`` reads it from the source's VARIANT instead: ``variant_get(_src, '$.a.b', 'bigint')``."""
-    if from_source:
+def field_read(parts: list[str], spark_type: str | None, types: FieldTypes) -> str:
+    """Spark SQL reading a field where the event's layout holds it (``frame.py``): from the source's VARIANT
+    (``variant_get(_src, '$.a.b', 'bigint')``), from the column a step set it in, or from the event map;
+    VARIANT when the type is None."""
+    held = types.holder(parts[0])
+    if held is None and not types.base_map:
         base, path = SOURCE, json_path(parts)
     else:
-        base, path = f"{column}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]", json_path(parts[1:])
+        top = held if held is not None else f"{EVENT}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]"
+        base, path = top, json_path(parts[1:])
     if spark_type is None or spark_type == "variant":
         read = base if path == "$" else f"variant_get({base}, '{path}')"
         # a JSON null is NULL, as on the local engine (a VARIANT null is not SQL's NULL)
@@ -100,9 +103,8 @@ _ELEMENT_PARAM = {"aggregate": 1, "reduce": 1}
 
 
 class _Compiler:
-    def __init__(self, types: FieldTypes, column: str) -> None:
+    def __init__(self, types: FieldTypes) -> None:
         self.types = types
-        self.column = column
         self.fields: set[str] = set()
         self.variant_vars: set[str] = set()
         """Lambda variables that are VARIANT elements (of an array whose element type is unknown)."""
@@ -118,8 +120,7 @@ class _Compiler:
         if path is not None:
             self.fields.add(path[0])
             known = self.types.type_of(path)
-            from_source = self.column == EVENT and self.types.reads_source(path[0])
-            return _node(field_read(path, known or want, self.column, from_source=from_source))
+            return _node(field_read(path, known or want, self.types))
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -212,11 +213,11 @@ def _element_type(node: exp.Expression) -> str | None:
     return None
 
 
-def to_spark_sql(text: str, types: FieldTypes, *, want: str | None = None, column: str = EVENT) -> str:
-    """The expression ``text`` as Spark SQL over the event column; ``want`` types a bare field reference (a
+def to_spark_sql(text: str, types: FieldTypes, *, want: str | None = None) -> str:
+    """The expression ``text`` as Spark SQL over the event; ``want`` types a bare field reference (a
     condition wants ``boolean``)."""
     tree = parse(text)
-    compiler = _Compiler(types, column)
+    compiler = _Compiler(types)
     tree = compiler.rewrite(tree, want, frozenset())
     return str(tree.sql(dialect="spark"))
 
@@ -363,11 +364,10 @@ def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
     return node, _first(errors)
 
 
-def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None,
-                   column: str = EVENT) -> tuple[str, str | None]:
+def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None) -> tuple[str, str | None]:
     """``(value, error)``: the expression in a form that gives NULL where it would fail, and SQL giving the
     Spark error class of an event's first failure (NULL when there is none; None when nothing can fail)."""
     tree = parse(text)
-    tree = _Compiler(types, column).rewrite(tree, want, frozenset())
+    tree = _Compiler(types).rewrite(tree, want, frozenset())
     safe, error = _guard(tree)
     return _sql(safe), error

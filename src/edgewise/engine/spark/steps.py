@@ -82,7 +82,7 @@ def _finish(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: _Exprs
         df = df.where(f"NOT {failed}")
     else:
         messages = ", ".join(f"{F.quote(k)}, {F.quote(v)}" for k, v in ERROR_MESSAGES.items())
-        record = (f"to_json(named_struct('event_id', id, 'event', to_variant_object(_before), 'error', "
+        record = (f"to_json(named_struct('event_id', id, 'event', _before, 'error', "
                   f"named_struct('type', _err, 'message', concat('[', _err, '] ', "
                   f"coalesce(map({messages})[_err], _err))), 'pipeline', {F.quote(stage.pipeline)}, "
                   f"'step', {F.quote(step.id)}, 'failed_at', {F.iso_timestamp(stage.now_sql)}))")
@@ -92,35 +92,55 @@ def _finish(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: _Exprs
     return df.drop("_applies", "_err", "_before")
 
 
-def _with_error(df: DataFrame, error: str) -> DataFrame:
+def _with_error(df: DataFrame, error: str, types: FieldTypes) -> DataFrame:
     """The step's error column (``_err``: the first error class, where the step applies) and the event as it was
-    before the step (``_before``, what a dead letter carries)."""
+    before the step (``_before``, a VARIANT: what a dead letter carries)."""
     from pyspark.sql import functions as f
 
-    return df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END")).withColumn("_before", f.col(EVENT))
+    return (df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END"))
+              .withColumn("_before", f.expr(F.event_variant(types))))
+
+
+Changes = Callable[[dict[str, tuple[str, str]], F.Edit], None]
+"""Given the step's computed values (name -> (column, Spark type)), records its changes in an ``Edit``."""
 
 
 def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[str, str],
-          edit: Any, learn: list[tuple[list[str], str]] | None = None) -> Stage:
-    """Compute ``values`` (name -> SQL) on the rows the step applies to, then set ``event`` to ``edit(typed)``,
-    where ``typed`` maps each name to (column, Spark type). ``learn`` pairs (field path, value name): the field
-    now has that value's type, which later references read it as."""
+          changes: Changes, learn: list[tuple[list[str], str]] | None = None) -> Stage:
+    """Compute ``values`` (name -> SQL) on the rows the step applies to, then give each top-level field the step
+    changes a column of its own holding its new VARIANT there (elsewhere the old one). ``learn`` pairs (field path,
+    value name): the field now has that value's type, which later references read it as."""
     from pyspark.sql import functions as f
 
+    types = stage.types
     df = stage.df.withColumn("_applies", f.expr(applies))
     for name, sql in values.items():
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
     error = exprs.error()
     if error is not None:
-        df = _with_error(df, error)
+        df = _with_error(df, error, types)
     typed = {name: (name, df.schema[name].dataType.simpleString()) for name in values}
+    edit = F.Edit(types)
+    changes(typed, edit)
+    df = _hold(df, edit, "_applies" if error is None else "(_applies AND _err IS NULL)")
     for path, name in learn or []:
-        stage.types.touch(path[0])
         spark_type = typed[name][1]
-        stage.types.set(path, None if spark_type in ("void", "variant") else spark_type)
-    ok = "_applies" if error is None else "(_applies AND _err IS NULL)"
-    df = df.withColumn(EVENT, f.expr(f"CASE WHEN {ok} THEN {edit(typed)} ELSE {EVENT} END")).drop(*values)
-    return Stage(_finish(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
+        types.set(path, None if spark_type in ("void", "variant") else spark_type)
+    df = df.drop(*values)
+    return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
+
+
+def _hold(df: DataFrame, edit: F.Edit, ok: str) -> DataFrame:
+    """Each field ``edit`` changed gets a column of its own: the new VARIANT where ``ok`` (the step applied and did
+    not fail), the old one elsewhere. The layout then reads the field there."""
+    from pyspark.sql import functions as f
+
+    types = edit.types
+    for name, sql in edit.changed.items():
+        column = types.new_column()
+        df = df.withColumn(column, f.expr(f"CASE WHEN {ok} THEN {sql} ELSE {F.field_variant(types, name)} END"))
+        types.held[name] = column
+    return df
 
 
 def _assignments(stage: Stage, step: Step, exprs: _Exprs, items: dict[str, str], prefix: str,
@@ -134,11 +154,24 @@ def _assignments(stage: Stage, step: Step, exprs: _Exprs, items: dict[str, str],
     return values, paths
 
 
-def _set_edit(event: str, paths: list[tuple[list[str], str]], typed: dict[str, tuple[str, str]]) -> str:
-    for path, name in paths:
-        column, spark_type = typed[name]
-        event = F.with_field(event, path, F.to_variant(column, spark_type))
-    return event
+def _setting(paths: list[tuple[list[str], str]]) -> Changes:
+    def changes(typed: dict[str, tuple[str, str]], edit: F.Edit) -> None:
+        for path, name in paths:
+            column, spark_type = typed[name]
+            edit.set(path, F.to_variant(column, spark_type))
+
+    return changes
+
+
+def materialize(stage: Stage) -> DataFrame:
+    """The frame with the whole event in the ``event`` map column, which becomes the layout's base."""
+    from pyspark.sql import functions as f
+
+    df = stage.df.withColumn(EVENT, f.expr(F.event_map(stage.types)))
+    stage.types.held = {}
+    stage.types.kept = None
+    stage.types.base_map = True
+    return df
 
 
 def compile_filter(stage: Stage, step: FilterStep) -> Stage:
@@ -151,7 +184,7 @@ def compile_filter(stage: Stage, step: FilterStep) -> Stage:
     df = stage.df.withColumn("_applies", f.expr(applies))
     error = exprs.error()
     if error is not None:
-        df = _with_error(df, error)
+        df = _with_error(df, error, stage.types)
     keep = f"NOT _applies OR coalesce({where}, false)"
     if error is not None:
         keep = f"NOT _applies OR _err IS NOT NULL OR coalesce({where}, false)"
@@ -163,7 +196,7 @@ def compile_annotate(stage: Stage, step: AnnotateStep) -> Stage:
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
     values, paths = _assignments(stage, step, exprs, dict(cast("AnnotateConfig", step.config).set), "set", stage.types)
-    return _edit(stage, step, exprs, applies, values, lambda typed: _set_edit(EVENT, paths, typed), paths)
+    return _edit(stage, step, exprs, applies, values, _setting(paths), paths)
 
 
 def compile_transform(stage: Stage, step: TransformStep) -> Stage:
@@ -173,61 +206,64 @@ def compile_transform(stage: Stage, step: TransformStep) -> Stage:
 
 
 def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int) -> Stage:
+    from pyspark.sql import functions as f
+
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
     types = stage.types
     if op.set is not None:
         values, paths = _assignments(stage, step, exprs, dict(op.set), f"t{index}_", types)
-        return _edit(stage, step, exprs, applies, values, lambda typed: _set_edit(EVENT, paths, typed), paths)
+        return _edit(stage, step, exprs, applies, values, _setting(paths), paths)
     if op.rename is not None:
         pairs = [(list(split_path(a)), list(split_path(b))) for a, b in op.rename.items()]
 
-        def rename(_: dict[str, tuple[str, str]]) -> str:
-            event = EVENT
-            for src, dst in pairs:
-                value = F.variant_at(src).replace(EVENT, event)
-                moved = F.with_field(F.without_field(event, src), dst, value)
-                event = f"CASE WHEN {value} IS NULL THEN {event} ELSE {moved} END"
-            return event
+        def rename(_: dict[str, tuple[str, str]], edit: F.Edit) -> None:
+            for src, dst in pairs:  # a missing field is not renamed (nor is its new name set)
+                value = edit.value_at(src)
+                before = dict(edit.changed)
+                edit.drop(src)
+                edit.set(dst, value)
+                edit.only_if(f"{value} IS NOT NULL", [src[0], dst[0]], before)
 
         for src, dst in pairs:
             types.set(dst, types.type_of(src))
             types.drop(src)
-            types.touch(src[0])
-            types.touch(dst[0])
         return _edit(stage, step, exprs, applies, {}, rename)
     if op.drop is not None:
         dropped = [list(split_path(p)) for p in op.drop]
 
-        def drop(_: dict[str, tuple[str, str]]) -> str:
-            event = EVENT
+        def drop(_: dict[str, tuple[str, str]], edit: F.Edit) -> None:
             for path in dropped:
-                event = F.without_field(event, path)
-            return event
+                edit.drop(path)
 
         for path in dropped:
             types.drop(path)
-            types.touch(path[0])
         return _edit(stage, step, exprs, applies, {}, drop)
     if op.keep is not None:
         names = list(dict.fromkeys(op.keep))
+        if step.config.when is None:  # every live row keeps the same fields: the layout says which
+            F.keep_fields(types, names)
+            return stage
+        # only some rows keep them: the whole event as a map, filtered where the step applies
+        df = materialize(stage).withColumn("_applies", f.expr(applies))
+        kept = f"map_filter({EVENT}, (k, v) -> k IN ({', '.join(F.quote(n) for n in names)}))"
+        df = df.withColumn(EVENT, f.expr(f"CASE WHEN _applies THEN {kept} ELSE {EVENT} END"))
         types.keep(names)
-        types.touch_all()  # a dropped field must read as NULL, which only the map knows
-        return _edit(stage, step, exprs, applies, {}, lambda _: F.keeping(EVENT, names))
+        return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
     rr = op.regex_replace
     assert rr is not None
     target = list(split_path(rr.field))
-    current = F.variant_at(target)
+    current = F.variant_at(types, target)
     replacement = rr.replacement.replace("\\", "$") if "\\" in rr.replacement else rr.replacement
     value = (f"CASE WHEN {current} IS NULL OR is_variant_null({current}) THEN NULL ELSE "
              f"regexp_replace(CAST({current} AS STRING), {F.quote(rr.pattern)}, {F.quote(replacement)}) END")
 
-    def regex(typed: dict[str, tuple[str, str]]) -> str:
-        return (f"CASE WHEN _rx IS NULL THEN {EVENT} ELSE "
-                f"{F.with_field(EVENT, target, F.to_variant('_rx', 'string'))} END")
+    def regex(_: dict[str, tuple[str, str]], edit: F.Edit) -> None:
+        before = dict(edit.changed)
+        edit.set(target, F.to_variant("_rx", "string"))
+        edit.only_if("_rx IS NOT NULL", [target[0]], before)
 
     types.set(target, "string")
-    types.touch(target[0])
     return _edit(stage, step, exprs, applies, {"_rx": value}, regex)
 
 
@@ -238,18 +274,20 @@ def compile_tee(stage: Stage, step: TeeStep) -> Stage:
     config = cast("TeeConfig", step.config)
     exprs = _Exprs(step, stage.types)
     applies = _applies(step, exprs)
-    copy = EVENT
     df = stage.df.withColumn("_applies", f.expr(applies))
     values: dict[str, str] = {}
     for i, text in enumerate((config.set or {}).values()):
         values[f"_tee{i}"] = exprs.sql(text)
     for name, sql in values.items():
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
+    copy = stage.types.copy()  # the copy's layout: the event's, with the tee's own changes
+    edit = F.Edit(copy)
     for i, path in enumerate((config.set or {}).keys()):
         name = f"_tee{i}"
-        copy = F.with_field(copy, list(split_path(path)), F.to_variant(name, df.schema[name].dataType.simpleString()))
+        edit.set(list(split_path(path)), F.to_variant(name, df.schema[name].dataType.simpleString()))
+    copy.held.update(edit.changed)
     if config.keep:
-        copy = F.keeping(copy, list(config.keep))
+        F.keep_fields(copy, list(config.keep))
     df = (df.withColumn("_copy", f.expr("CASE WHEN _applies THEN array(false, true) ELSE array(false) END"))
             .withColumn("_copy", f.explode("_copy"))
             .withColumn("_record", f.expr(f"CASE WHEN _copy THEN {F.record_json(copy)} ELSE _record END"))
@@ -280,28 +318,36 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
         df = df.where("NOT _applies OR _lk_key IS NOT NULL")
     elif missing == "error" and exprs.guarded:
         exprs.errors.append("CASE WHEN _lk_key IS NULL THEN 'LOOKUP_KEY_MISSING' END")
-    nulls = "map(" + ", ".join(f"{F.quote(c)}, CAST(NULL AS VARIANT)" for c in columns) + ")"
-    row_map = f"coalesce(_lk_row, {nulls})" if columns else "map()"
-    if step.into is None:
-        edited = f"map_concat({EVENT}, {row_map})" if columns else EVENT
-        for c in columns:
-            stage.types.drop([c])
-            stage.types.touch(c)
-    else:
-        value = f"CASE WHEN _lk_key IS NULL THEN CAST(NULL AS VARIANT) ELSE to_variant_object({row_map}) END"
-        edited = F.with_field(EVENT, list(step.into), value)
-        stage.types.touch(step.into[0])
+    if missing == "error" and not exprs.guarded:  # on_error: fail: the event stops the query, as a Spark error does
+        df = df.where(f"CASE WHEN _applies AND _lk_key IS NULL THEN CAST(raise_error(concat('lookup {step.id}: "
+                      f"no row for key ', coalesce(_lk_probe, 'NULL'))) AS BOOLEAN) ELSE true END")
+    types = stage.types
     error = exprs.error()
     ok = "_applies"
     if error is not None:
-        df = _with_error(df, error)
+        df = _with_error(df, error, types)
         ok = "(_applies AND _err IS NULL)"
-    event = f"CASE WHEN {ok} THEN {edited} ELSE {EVENT} END"
-    if missing == "error" and not exprs.guarded:  # on_error: fail: the event stops the query, as a Spark error does
-        event = (f"CASE WHEN _applies AND _lk_key IS NULL THEN raise_error(concat('lookup {step.id}: no row for key ', "
-                 f"coalesce(_lk_probe, 'NULL'))) ELSE {event} END")
-    df = df.withColumn(EVENT, f.expr(event)).drop("_lk_probe", "_lk_key", "_lk_row")
-    return Stage(_finish(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
+    edit = F.Edit(types)
+    if step.into is None:
+        for c in columns:  # a missing row sets them to null
+            edit.set([c], f"_lk_row[{F.quote(c)}]")
+            types.set([c], _column_type(step.table.values(), c))
+    else:
+        nulls = "map(" + ", ".join(f"{F.quote(c)}, CAST(NULL AS VARIANT)" for c in columns) + ")"
+        row_map = f"coalesce(_lk_row, {nulls})" if columns else "map()"
+        edit.set(list(step.into), f"CASE WHEN _lk_key IS NULL THEN NULL ELSE to_variant_object({row_map}) END")
+        types.drop(list(step.into))
+    df = _hold(df, edit, ok).drop("_lk_probe", "_lk_key", "_lk_row")
+    return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
+
+
+def _column_type(rows: Any, column: str) -> str | None:
+    """The Spark type of a lookup table's column when its values have one JSON type (the reads of the field it
+    sets are then typed), else None."""
+    kinds = {type(row.get(column)) for row in rows} - {type(None)}
+    if len(kinds) != 1:
+        return None
+    return {str: "string", int: "bigint", float: "double", bool: "boolean"}.get(kinds.pop())
 
 
 def _json_text(value: Any) -> str:

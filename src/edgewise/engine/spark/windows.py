@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sql import EVENT, SOURCE, to_spark_sql
+from edgewise.engine.spark.fields import FieldTypes
+from edgewise.engine.spark.sql import SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import Stage
 from edgewise.errors import ConfigError
 
@@ -57,7 +58,7 @@ def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | No
     live = watermarked.where(F.LIVE)
     routed_from = watermarked if source_routes is None else source_routes.withWatermark(
         "event_time", interval(config.watermark))
-    routed = routed_from.where(f"NOT {F.LIVE}")
+    routed = routed_from.where(f"NOT {F.LIVE}").select(*F.FRAME_COLUMNS)
     if config.late != "drop":
         size_us = step.size
         slide_us = step.slide
@@ -66,8 +67,8 @@ def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | No
         else:
             ends = f"floor(unix_micros(event_time) / {slide_us}) * {slide_us} + {size_us}"
         late = (live.withColumn("_to", f.lit(LATE_ROUTE + config.late))
-                    .withColumn("_record", f.expr(F.record_json()))
-                    .withColumn("_late_at", f.expr(f"CAST({ends} AS BIGINT)")))
+                    .withColumn("_record", f.expr(F.record_json(types)))
+                    .select(*F.FRAME_COLUMNS, f.expr(f"CAST({ends} AS BIGINT)").alias("_late_at")))
         routed = routed.withColumn("_late_at", f.lit(None).cast("bigint")).unionByName(late)
     key_columns = []
     for i, (name, text) in enumerate(zip(step.keys.names, step.keys.texts, strict=True)):
@@ -106,16 +107,15 @@ def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | No
     grouped = df.groupBy(window.alias("_w"), *[f.col(c) for _, c, _, _ in key_columns]).agg(*aggs)
     for column, sql in post.items():
         grouped = grouped.withColumn(column, f.expr(sql))
-    entries = []
+    # the result's fields, each a VARIANT column of its own: the layout holds them all (``frame.py``)
     # a VARIANT key was grouped by its JSON text: the result holds the value again
     keys = [(name, f"parse_json({column})" if spark_type == "variant" else column, spark_type)
             for name, column, _, spark_type in key_columns]
-    for name, value, spark_type in keys:
-        entries.append(f"{F.quote(name)}, {F.to_variant(value, spark_type)}")
-    entries.append(f"'window_start', {F.to_variant('_w.start', 'timestamp')}")
-    entries.append(f"'window_end', {F.to_variant('_w.end', 'timestamp')}")
+    fields = list(keys)
+    fields.append(("window_start", "_w.start", "timestamp"))
+    fields.append(("window_end", "_w.end", "timestamp"))
     for (name, _), agg in zip(step.aggs.specs, list(post), strict=True):
-        entries.append(f"{F.quote(name)}, {F.to_variant(agg, grouped.schema[agg].dataType.simpleString())}")
+        fields.append((name, agg, grouped.schema[agg].dataType.simpleString()))
     # the key values as JSON, each as a VARIANT (an array needs one element type): `[1,"a"]`, as the local id
     key_json = ("to_json(array(" + ", ".join(F.to_variant(v, t) for _, v, t in keys) + "))") if keys else "'[]'"
     result_id = f"concat({F.quote(step.id)}, ':', CAST(unix_micros(_w.start) AS STRING), ':', {key_json})"
@@ -123,24 +123,22 @@ def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | No
     if updates:  # one result per change: the values tell the updates of one window apart, and replay alike
         values = ", ".join(post)
         result_id = f"concat({result_id}, '#', CAST(xxhash64({values}) AS STRING))"
+    new_types = FieldTypes(kept=[])  # results are new events: nothing of a source, every field held
+    held = []
+    for name, value, spark_type in fields:
+        column = new_types.new_column()
+        held.append(f.expr(F.present(F.to_variant(value, spark_type))).alias(column))
+        new_types.held[name] = column
+        new_types.set([name], spark_type)
     results = grouped.select(
         f.expr(result_id).alias("id"),
         f.expr("_w.end - INTERVAL 1 MICROSECOND").alias("event_time"),
         f.lit(stage.pipeline).alias("source"),
-        f.expr(f"map({', '.join(entries)})").alias(EVENT),
         f.lit(None).cast("variant").alias(SOURCE),
         f.lit("").alias("_to"),
         f.lit(None).cast("string").alias("_record"),
+        *held,
     )
-    new_types = types.copy()
-    new_types.tree = {}
-    new_types.touch_all()  # results are new events: no source VARIANT
-    for name, _, _, spark_type in key_columns:
-        new_types.set([name], spark_type)
-    new_types.set(["window_start"], "timestamp")
-    new_types.set(["window_end"], "timestamp")
-    for (name, _), agg in zip(step.aggs.specs, list(post), strict=True):
-        new_types.set([name], grouped.schema[agg].dataType.simpleString())
     mode = "update" if updates else "append"
     return Stage(results, new_types, stage.pipeline, stage.now_sql), routed, mode
 
