@@ -181,6 +181,36 @@ sinks:
         ("1970-01-01T00:00:00Z", 1), ("1970-01-01T00:01:00Z", 1), ("1970-01-01T00:02:00Z", 1)]
 
 
+def test_a_window_reads_its_input_once_and_still_reports_malformed_lines(spark: Any, tmp_path: Path) -> None:
+    """Where no step before a window routes, its routed branch reads only the end-of-input marker's spool: the
+    malformed lines are counted on the window's input (an observed metric) and reported per micro-batch."""
+    spool = tmp_path / "in"
+    spool.mkdir()
+    for n, lines in enumerate([['{"room": "a", "t": 5}', "[1, 2]", '{"room": "a", "t": 6}'],
+                               ['{"room": "b", "t": 7}', "{broken", "{also broken"]]):
+        path = spool / f"part-{n}.ndjson"
+        path.write_text("\n".join(lines) + "\n")
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    text = """
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: w
+    steps:
+      - filter: {id: any, where: "t > 0"}
+      - window: {id: per-room, key: [room], tumbling: 1m, aggs: {n: count()}}
+"""
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    explained = SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck0"), once=True)).explain()
+    assert explained.count(f"FileSource[{spool}]") == 1, explained
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    assert sorted((r["room"], r["n"]) for _, r in got[""]) == [("a", 2), ("b", 1)]
+    assert got["_reports"] == [
+        "pipeline w: 1 input lines are not JSON objects, skipped (spool:part-0.ndjson:2: '[1, 2]')",
+        "pipeline w: 2 input lines are not JSON objects, skipped (spool:part-1.ndjson:2: '{broken')"]
+
+
 def test_generator_is_spooled_once_so_a_restart_replays_the_same_events(spark: Any, tmp_path: Path) -> None:
     text = """
 version: 1

@@ -27,7 +27,7 @@ from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import compile_aggregate, compile_complete
 from edgewise.engine.spark.python_steps import compile_python_step
-from edgewise.engine.spark.sinks import BatchWriter, Collector, step_routes
+from edgewise.engine.spark.sinks import END, BatchWriter, Collector, count_malformed, step_routes
 from edgewise.engine.spark.sources import (
     SPOOL_GLOB,
     envelope_sql,
@@ -175,15 +175,22 @@ class SparkJob:
 
         frames = [source_frame(self.spark, self.plan, s, self.options.checkpoint,
                                max_files=self.options.max_files_per_trigger) for s in self.plan.sources]
-        if holds_event_time_state(pipeline):  # the end-of-input marker's spool: only where it has work to do
-            frames.append(spool_frame(self.spark, self._end_dir(pipeline.id), END_SOURCE))
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)
-        df = df.withColumn("_to", f.expr(f"CASE WHEN source = {F.quote(END_SOURCE)} THEN '_end' ELSE _to END"))
         if self.plan.event_time is not None:
             df = df.withColumn("event_time", f.expr(self._event_time_sql(df)))
-        return df.select(*F.FRAME_COLUMNS)
+        df = df.select(*F.FRAME_COLUMNS)
+        if holds_event_time_state(pipeline):  # the end-of-input marker's spool: only where it has work to do
+            df = df.unionByName(self._end_frame(pipeline.id))
+        return df
+
+    def _end_frame(self, pipeline_id: str) -> DataFrame:
+        """The end-of-input marker's spool, its rows routed past every step (``_end``)."""
+        from pyspark.sql import functions as f
+
+        frame = spool_frame(self.spark, self._end_dir(pipeline_id), END_SOURCE)
+        return frame.withColumn("_to", f.lit(END)).select(*F.FRAME_COLUMNS)
 
     def _event_time_sql(self, df: DataFrame) -> str:
         from pyspark.sql import functions as f
@@ -225,8 +232,14 @@ class SparkJob:
                         "a file sink and a file source, or run it on the local engine")
                 watermarked = step.id
             if step.kind == "window":
-                stage, routed, mode = compile_window(stage, cast("WindowStep", step),
-                                                     None if routing else source)
+                window = cast("WindowStep", step)
+                routes_from = None if routing else source
+                if not routing and window.config.late == "drop":
+                    # the routed rows are malformed lines, counted here, and the marker: its spool is all the
+                    # routed branch reads (not the input a second time)
+                    stage = Stage(count_malformed(stage.df), stage.types, stage.pipeline, stage.now_sql)
+                    routes_from = self._end_frame(pipeline.id)
+                stage, routed, mode = compile_window(stage, window, routes_from)
                 if routed is not None:
                     side.append(routed)
             elif step.kind == "dedupe":
@@ -290,6 +303,7 @@ class SparkJob:
             # those, and in the next run's)
             with _no_data_batches(self.spark, not (self.options.once and c.clock_timers)):
                 c.query = writer.start()
+            c.writer.query = c.query
         return [c.query for c in chosen if c.query is not None]
 
     def run(self) -> None:
@@ -326,6 +340,7 @@ class SparkJob:
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
                                          f"{_first_line(exc)}") from exc
                 c.dropped_late += _dropped_late(c.query)
+                c.writer.take_progress(c.query.recentProgress)
                 error = c.query.exception()
                 if error is not None:
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: {_first_line(error)}")

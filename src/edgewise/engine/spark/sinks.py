@@ -31,6 +31,7 @@ from edgewise.errors import SinkError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row
+    from pyspark.sql.streaming.query import StreamingQuery
 
     from edgewise.config.plan import Plan
     from edgewise.steps.base import Step
@@ -40,6 +41,9 @@ NATIVE_STATEFUL = ("window", "dedupe", "aggregate", "complete")
 """Stateful steps the job compiles itself; they route only to their ``on_error`` and ``late`` sinks."""
 MALFORMED = "_malformed"
 """``_to`` of an input line that is not a JSON object: counted and reported, never silently lost."""
+
+MALFORMED_METRIC = "edgewise_malformed"
+"""The observed metric counting malformed lines where they do not reach the writer (``count_malformed``)."""
 
 Collector = Callable[[str, int, list[tuple[str, str]]], None]
 """Receives (sink id, or ``RESULTS`` for the pipeline's results; batch id; [(event id, record JSON)]) instead of
@@ -56,6 +60,17 @@ class BatchStats:
 
 END = "_end"
 """``_to`` of the end-of-input marker (``job.py``): never written."""
+
+
+def count_malformed(df: DataFrame) -> DataFrame:
+    """``df``, counting its malformed lines (and keeping the first as an example) in an observed metric of the
+    micro-batch, for a query whose malformed lines go no further (a window's input): the writer reports them from
+    the query's progress (``BatchWriter.take_progress``)."""
+    from pyspark.sql import functions as f
+
+    malformed = f.col("_to") == MALFORMED
+    example = f.when(malformed, f.struct(f.col("id"), f.substring("_record", 1, 80).alias("line")))
+    return df.observe(MALFORMED_METRIC, f.count(f.when(malformed, 1)).alias("lines"), f.min(example).alias("first"))
 
 
 def possible_routes(plan: Plan, pipeline_id: str) -> list[str]:
@@ -123,11 +138,16 @@ class BatchWriter:
         self.routes = possible_routes(plan, pipeline_id)
         self.progress = progress
         """Told one line per micro-batch (``edgewise spark`` prints them), or None."""
+        self.query: StreamingQuery | None = None
+        """The query it writes for (set when it starts): its progress holds the malformed lines counted upstream."""
+        self._progress_seen = -1
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         import time
 
         started = time.monotonic()
+        if self.query is not None:  # the micro-batches before this one are complete: their metrics are in
+            self.take_progress(self.query.recentProgress)
         before = dict(self.stats.written)
         if self._one_pass():
             self._write_one_pass(batch, batch_id)
@@ -144,6 +164,23 @@ class BatchWriter:
                               if n - before.get(sink, 0)) or "nothing written"
             self.progress(f"pipeline {self.pipeline.id}: micro-batch {batch_id}: {wrote} "
                           f"({time.monotonic() - started:.1f} s)")
+
+    def take_progress(self, progress: list[Any]) -> None:
+        """Report the malformed lines counted upstream (``count_malformed``) in micro-batches not yet reported."""
+        for p in progress:
+            batch_id = int(p["batchId"])
+            if batch_id <= self._progress_seen:
+                continue
+            self._progress_seen = batch_id
+            metrics = (p.get("observedMetrics") or {}).get(MALFORMED_METRIC)
+            if metrics is not None and metrics["lines"]:
+                first = metrics["first"]
+                self._malformed(int(metrics["lines"]), [(first["id"], first["line"])])
+
+    def _malformed(self, count: int, examples: list[tuple[str, str]]) -> None:
+        self.stats.malformed += count
+        shown = "; ".join(f"{i}: {line[:80]!r}" for i, line in examples)
+        self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, skipped ({shown})")
 
     def _destinations(self) -> list[str]:
         return [RESULTS] if self.collect is not None else list(self.pipeline.to or ["stdout"])
@@ -180,11 +217,7 @@ class BatchWriter:
             count = rows.count()
             if not count:
                 return
-            lines = rows.select("id", "_record").limit(5).collect()
-            self.stats.malformed += count
-            shown = "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in lines)
-            self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, "
-                        f"skipped ({shown})")
+            self._malformed(count, [(r["id"], r["_record"]) for r in rows.select("id", "_record").limit(5).collect()])
         elif route == END:
             return
         elif route.startswith(LATE_ROUTE):

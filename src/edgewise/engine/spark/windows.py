@@ -38,14 +38,15 @@ def _typed(sql: str, spark_type: str) -> str:
     return f"to_json({sql})" if spark_type == "variant" else sql
 
 
-def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | None = None,
+def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None,
                    ) -> tuple[Stage, DataFrame | None, str]:
     """(the window results as a new stage, the routed rows to add back (or None), the output mode).
 
-    The routed rows leave in a branch of their own, which Spark computes apart from the window's: given
-    ``source_routes`` (the pipeline's input, when no step before the window can route, so that its routed rows are
-    malformed lines and the end-of-input marker), that branch reads them there, and the steps before the window
-    run once, not once per branch."""
+    The routed rows leave in a branch of their own, which Spark computes apart from the window's (a second read
+    of its input): given ``routes_from`` (where the job knows the only routed rows are, when no step before the
+    window can route: the pipeline's input, or just the end-of-input marker's spool where malformed lines are
+    counted on the window's input instead), that branch reads them there, and the steps before the window run
+    once, not once per branch."""
     from pyspark.sql import functions as f
 
     config = step.config
@@ -56,7 +57,7 @@ def compile_window(stage: Stage, step: WindowStep, source_routes: DataFrame | No
     # the watermark sees every row, routed ones too: the end-of-input marker (routed past every step) moves it
     watermarked = stage.df.withWatermark("event_time", interval(config.watermark))
     live = watermarked.where(F.LIVE)
-    routed_from = watermarked if source_routes is None else source_routes.withWatermark(
+    routed_from = watermarked if routes_from is None else routes_from.withWatermark(
         "event_time", interval(config.watermark))
     routed = routed_from.where(f"NOT {F.LIVE}").select(*F.FRAME_COLUMNS)
     if config.late != "drop":
