@@ -207,8 +207,8 @@ pipelines:
     got = _collecting(spark, text, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
     assert sorted((r["room"], r["n"]) for _, r in got[""]) == [("a", 2), ("b", 1)]
     assert got["_reports"] == [
-        "pipeline w: 1 input lines are not JSON objects, skipped (spool:part-0.ndjson:2: '[1, 2]')",
-        "pipeline w: 2 input lines are not JSON objects, skipped (spool:part-1.ndjson:2: '{broken')"]
+        "pipeline w: 1 input lines are not JSON objects, skipped (e.g. '[1, 2]')",
+        "pipeline w: 2 input lines are not JSON objects, skipped (e.g. '{also broken')"]
 
 
 def test_generator_is_spooled_once_so_a_restart_replays_the_same_events(spark: Any, tmp_path: Path) -> None:

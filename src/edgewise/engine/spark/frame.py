@@ -27,13 +27,22 @@ same ``foreachBatch`` as the results, so a tee copy or a dead letter is part of 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from edgewise.engine.spark.fields import ABSENT, FieldTypes
 from edgewise.engine.spark.sql import EVENT, SOURCE, json_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 FRAME_COLUMNS = ["id", "event_time", "source", SOURCE, "_to", "_record"]
 """The columns of every row; a routed row carries nothing else (its event is in ``_record``)."""
 LIVE = "_to = ''"
 """Rows still going through the pipeline's steps."""
+MALFORMED = "_malformed"
+"""``_to`` of an input line that is not a JSON object: counted and reported, never silently lost."""
+MALFORMED_METRIC = "edgewise_malformed"
+"""The observed metric counting malformed lines where they do not reach the writer (``count_malformed``)."""
 
 ISO_FORMAT = "yyyy-MM-dd'T'HH:mm:ss"
 JSON_NULL = "parse_json('null')"
@@ -72,6 +81,17 @@ def to_variant(sql: str, spark_type: str) -> str:
 def present(variant_sql: str) -> str:
     """A value a step sets: SQL's NULL is written as a JSON null (the field is there)."""
     return f"coalesce({variant_sql}, {JSON_NULL})"
+
+
+def count_malformed(df: DataFrame) -> DataFrame:
+    """``df``, counting its malformed lines (and keeping one as an example) in an observed metric of the
+    micro-batch, for a query whose malformed lines go no further (a window's input): the writer reports them from
+    the query's progress (``sinks.BatchWriter.take_progress``). ``df`` needs only ``_to`` and ``_record``."""
+    from pyspark.sql import functions as f
+
+    malformed = f.col("_to") == MALFORMED
+    return df.observe(MALFORMED_METRIC, f.count(f.when(malformed, 1)).alias("lines"),
+                      f.min(f.when(malformed, f.substring("_record", 1, 80))).alias("example"))
 
 
 # ---------------------------------------------------------------- reading the event
@@ -189,7 +209,7 @@ class Edit:
 
     def only_if(self, condition: str, names: list[str], before: dict[str, str]) -> None:
         """The changes of ``names`` (made since ``before``) take effect only where ``condition`` holds."""
-        for name in names:
+        for name in dict.fromkeys(names):
             if name in self.changed and self.changed[name] != before.get(name):
                 earlier = before.get(name) or field_variant(self.types, name)
                 self.changed[name] = f"CASE WHEN {condition} THEN {self.changed[name]} ELSE {earlier} END"

@@ -27,7 +27,7 @@ from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import compile_aggregate, compile_complete
 from edgewise.engine.spark.python_steps import compile_python_step
-from edgewise.engine.spark.sinks import END, BatchWriter, Collector, count_malformed, step_routes
+from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
     SPOOL_GLOB,
     envelope_sql,
@@ -170,7 +170,8 @@ class SparkJob:
             return generate_spool(source, os.path.join(self.options.checkpoint, "_generator", source.id))
         return None
 
-    def _input(self, pipeline: PipelinePlan) -> DataFrame:
+    def _input(self, pipeline: PipelinePlan, *, marker: bool) -> DataFrame:
+        """The pipeline's sources as one frame, with the end-of-input marker's spool where ``marker``."""
         from pyspark.sql import functions as f
 
         frames = [source_frame(self.spark, self.plan, s, self.options.checkpoint,
@@ -181,7 +182,7 @@ class SparkJob:
         if self.plan.event_time is not None:
             df = df.withColumn("event_time", f.expr(self._event_time_sql(df)))
         df = df.select(*F.FRAME_COLUMNS)
-        if holds_event_time_state(pipeline):  # the end-of-input marker's spool: only where it has work to do
+        if marker:
             df = df.unionByName(self._end_frame(pipeline.id))
         return df
 
@@ -216,7 +217,10 @@ class SparkJob:
     def _compile(self, pipeline: PipelinePlan) -> CompiledPipeline:
         from pyspark.sql import functions as f
 
-        source = self._input(pipeline)
+        # the end-of-input marker's spool: only where it has work to do, and read once (by a window's routed
+        # branch, or else with the input)
+        window_marker = _window_reads_marker(self.plan, pipeline)
+        source = self._input(pipeline, marker=holds_event_time_state(pipeline) and not window_marker)
         stage = Stage(source, self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
@@ -234,12 +238,10 @@ class SparkJob:
             if step.kind == "window":
                 window = cast("WindowStep", step)
                 routes_from = None if routing else source
-                if not routing and window.config.late == "drop":
-                    # the routed rows are malformed lines, counted here, and the marker: its spool is all the
-                    # routed branch reads (not the input a second time)
-                    stage = Stage(count_malformed(stage.df), stage.types, stage.pipeline, stage.now_sql)
+                if window_marker:  # the routed rows are malformed lines, counted on the window's input, and the
+                    # marker: its spool is all the routed branch reads (not the input a second time)
                     routes_from = self._end_frame(pipeline.id)
-                stage, routed, mode = compile_window(stage, window, routes_from)
+                stage, routed, mode = compile_window(stage, window, routes_from, marker_only=window_marker)
                 if routed is not None:
                     side.append(routed)
             elif step.kind == "dedupe":
@@ -374,6 +376,17 @@ def _event_time_complete(step: Step) -> bool:
 
 def _defines_watermark(step: Step) -> bool:
     return step.kind in ("window", "dedupe") or _event_time_complete(step)
+
+
+def _window_reads_marker(plan: Plan, pipeline: PipelinePlan) -> bool:
+    """The pipeline's window has no step before it that can route and no late sink: its routed branch reads just
+    the end-of-input marker (the malformed lines are counted on its input)."""
+    for step in pipeline.steps:
+        if step.kind == "window":
+            return bool(getattr(step.config, "late", "drop") == "drop")
+        if step_routes(plan, step):
+            return False
+    return False
 
 
 def holds_event_time_state(pipeline: PipelinePlan) -> bool:

@@ -16,7 +16,6 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sinks import MALFORMED
 from edgewise.engine.spark.sql import SOURCE
 
 if TYPE_CHECKING:
@@ -162,6 +161,6 @@ def nats_frame(spark: SparkSession, source: Any) -> DataFrame:
     return raw.select(
         "id", "event_time", f.lit(source.id).alias("source"),
         f.expr("CASE WHEN error IS NULL THEN try_parse_json(payload) END").alias(SOURCE),
-        f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN '' ELSE {F.quote(MALFORMED)} END").alias("_to"),
+        f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
         f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN NULL ELSE payload END").alias("_record"),
     )

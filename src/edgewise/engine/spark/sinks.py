@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from edgewise.engine.spark.frame import MALFORMED, MALFORMED_METRIC
 from edgewise.engine.spark.steps import STATELESS
 from edgewise.engine.spark.windows import LATE_ROUTE
 from edgewise.errors import SinkError
@@ -39,11 +40,6 @@ if TYPE_CHECKING:
 RESULTS = ""
 NATIVE_STATEFUL = ("window", "dedupe", "aggregate", "complete")
 """Stateful steps the job compiles itself; they route only to their ``on_error`` and ``late`` sinks."""
-MALFORMED = "_malformed"
-"""``_to`` of an input line that is not a JSON object: counted and reported, never silently lost."""
-
-MALFORMED_METRIC = "edgewise_malformed"
-"""The observed metric counting malformed lines where they do not reach the writer (``count_malformed``)."""
 
 Collector = Callable[[str, int, list[tuple[str, str]]], None]
 """Receives (sink id, or ``RESULTS`` for the pipeline's results; batch id; [(event id, record JSON)]) instead of
@@ -60,17 +56,6 @@ class BatchStats:
 
 END = "_end"
 """``_to`` of the end-of-input marker (``job.py``): never written."""
-
-
-def count_malformed(df: DataFrame) -> DataFrame:
-    """``df``, counting its malformed lines (and keeping the first as an example) in an observed metric of the
-    micro-batch, for a query whose malformed lines go no further (a window's input): the writer reports them from
-    the query's progress (``BatchWriter.take_progress``)."""
-    from pyspark.sql import functions as f
-
-    malformed = f.col("_to") == MALFORMED
-    example = f.when(malformed, f.struct(f.col("id"), f.substring("_record", 1, 80).alias("line")))
-    return df.observe(MALFORMED_METRIC, f.count(f.when(malformed, 1)).alias("lines"), f.min(example).alias("first"))
 
 
 def possible_routes(plan: Plan, pipeline_id: str) -> list[str]:
@@ -174,12 +159,10 @@ class BatchWriter:
             self._progress_seen = batch_id
             metrics = (p.get("observedMetrics") or {}).get(MALFORMED_METRIC)
             if metrics is not None and metrics["lines"]:
-                first = metrics["first"]
-                self._malformed(int(metrics["lines"]), [(first["id"], first["line"])])
+                self._malformed(int(metrics["lines"]), f"e.g. {metrics['example'][:80]!r}")
 
-    def _malformed(self, count: int, examples: list[tuple[str, str]]) -> None:
+    def _malformed(self, count: int, shown: str) -> None:
         self.stats.malformed += count
-        shown = "; ".join(f"{i}: {line[:80]!r}" for i, line in examples)
         self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, skipped ({shown})")
 
     def _destinations(self) -> list[str]:
@@ -217,7 +200,8 @@ class BatchWriter:
             count = rows.count()
             if not count:
                 return
-            self._malformed(count, [(r["id"], r["_record"]) for r in rows.select("id", "_record").limit(5).collect()])
+            examples = rows.select("id", "_record").limit(5).collect()
+            self._malformed(count, "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in examples))
         elif route == END:
             return
         elif route.startswith(LATE_ROUTE):

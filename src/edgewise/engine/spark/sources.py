@@ -16,7 +16,6 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sinks import MALFORMED
 from edgewise.engine.spark.sql import SOURCE
 from edgewise.errors import ConfigError
 
@@ -69,7 +68,7 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"),
         f.col("_line"),
     )
-    return (frame.withColumn("_to", f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(MALFORMED)} END"))
+    return (frame.withColumn("_to", f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END"))
                  .withColumn("_record", f.expr("CASE WHEN _object THEN NULL ELSE _line END"))
                  .drop("_line", "_object"))
 

@@ -38,15 +38,16 @@ def _typed(sql: str, spark_type: str) -> str:
     return f"to_json({sql})" if spark_type == "variant" else sql
 
 
-def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None,
-                   ) -> tuple[Stage, DataFrame | None, str]:
+def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None, *,
+                   marker_only: bool = False) -> tuple[Stage, DataFrame | None, str]:
     """(the window results as a new stage, the routed rows to add back (or None), the output mode).
 
     The routed rows leave in a branch of their own, which Spark computes apart from the window's (a second read
-    of its input): given ``routes_from`` (where the job knows the only routed rows are, when no step before the
-    window can route: the pipeline's input, or just the end-of-input marker's spool where malformed lines are
-    counted on the window's input instead), that branch reads them there, and the steps before the window run
-    once, not once per branch."""
+    of its input). Given ``routes_from`` (where the job knows the only routed rows are, when no step before the
+    window can route), that branch reads them there, and the steps before the window run once, not once per
+    branch. With ``marker_only``, ``routes_from`` is just the end-of-input marker's spool: the window's input then
+    counts its malformed lines (an observed metric), narrowed first to what the window reads, so that only those
+    columns are computed for each event."""
     from pyspark.sql import functions as f
 
     config = step.config
@@ -54,8 +55,25 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
         raise ConfigError(f"step {step.id}: allowed_lateness has no Spark equivalent (Spark drops a window's state "
                           "once the watermark passes its end); use 0 on Spark")
     types = stage.types
+    # the keys and the aggregates' arguments, computed for the live rows
+    key_columns = []
+    for i, (name, text) in enumerate(zip(step.keys.names, step.keys.texts, strict=True)):
+        sql = to_spark_sql(text, types)
+        probe = stage.df.select(f.expr(sql).alias("k")).schema["k"].dataType.simpleString()
+        key_columns.append((name, f"_k{i}", _typed(sql, probe), probe))
+    arguments: dict[str, str] = {}
+    for i, (_, spec) in enumerate(step.aggs.specs):
+        if spec.argument is not None:
+            want = "double" if spec.function in ("sum", "avg", "min", "max") else "string"
+            arguments[f"_x{i}"] = to_spark_sql(spec.argument.text, types, want=want)
+    inputs = stage.df
+    for column, sql in [*((c, s) for _, c, s, _ in key_columns), *arguments.items()]:
+        inputs = inputs.withColumn(column, f.expr(f"CASE WHEN {F.LIVE} THEN {sql} END"))
+    if marker_only:
+        columns = ["event_time", "_to", "_record", *(c for _, c, _, _ in key_columns), *arguments]
+        inputs = F.count_malformed(inputs.select(*columns))
     # the watermark sees every row, routed ones too: the end-of-input marker (routed past every step) moves it
-    watermarked = stage.df.withWatermark("event_time", interval(config.watermark))
+    watermarked = inputs.withWatermark("event_time", interval(config.watermark))
     live = watermarked.where(F.LIVE)
     routed_from = watermarked if routes_from is None else routes_from.withWatermark(
         "event_time", interval(config.watermark))
@@ -71,14 +89,7 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
                     .withColumn("_record", f.expr(F.record_json(types)))
                     .select(*F.FRAME_COLUMNS, f.expr(f"CAST({ends} AS BIGINT)").alias("_late_at")))
         routed = routed.withColumn("_late_at", f.lit(None).cast("bigint")).unionByName(late)
-    key_columns = []
-    for i, (name, text) in enumerate(zip(step.keys.names, step.keys.texts, strict=True)):
-        sql = to_spark_sql(text, types)
-        probe = live.select(f.expr(sql).alias("k")).schema["k"].dataType.simpleString()
-        key_columns.append((name, f"_k{i}", _typed(sql, probe), probe))
     df = live
-    for _, column, sql, _ in key_columns:
-        df = df.withColumn(column, f.expr(sql))
     if step.sessions:
         window = f.session_window("event_time", interval(step.size))
     elif config.sliding:
@@ -87,21 +98,18 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
         window = f.window("event_time", interval(step.size))
     aggs: list[Column] = []
     post: dict[str, str] = {}
-    for _, spec in step.aggs.specs:
+    for i, (_, spec) in enumerate(step.aggs.specs):
         column = f"_a_{len(aggs)}"
-        argument = spec.argument.text if spec.argument else None
+        argument = f"_x{i}"
         fn = spec.function
         if fn == "count":
-            aggs.append(f.expr("count(*)" if argument is None else
-                               f"count({to_spark_sql(argument, types, want='string')})").alias(column))
+            aggs.append(f.expr("count(*)" if spec.argument is None else f"count({argument})").alias(column))
         elif fn in ("sum", "avg", "min", "max"):
-            aggs.append(f.expr(f"{fn}({to_spark_sql(argument or '', types, want='double')})").alias(column))
+            aggs.append(f.expr(f"{fn}({argument})").alias(column))
         elif fn == "count_distinct":
-            aggs.append(f.expr(f"size(collect_set({to_spark_sql(argument or '', types, want='string')}))")
-                        .alias(column))
+            aggs.append(f.expr(f"size(collect_set({argument}))").alias(column))
         else:  # histogram: value -> count, from the values collected in the window
-            aggs.append(f.expr(f"collect_list(CAST({to_spark_sql(argument or '', types, want='string')} AS STRING))")
-                        .alias(column))
+            aggs.append(f.expr(f"collect_list(CAST({argument} AS STRING))").alias(column))
             post[column] = (f"map_from_entries(transform(array_distinct({column}), "
                             f"v -> struct(v, size(filter({column}, y -> y = v)))))")
         post.setdefault(column, column)
