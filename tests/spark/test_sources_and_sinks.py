@@ -181,6 +181,37 @@ sinks:
         ("1970-01-01T00:00:00Z", 1), ("1970-01-01T00:01:00Z", 1), ("1970-01-01T00:02:00Z", 1)]
 
 
+def test_a_spool_is_read_line_by_line_where_no_one_reads_the_event_ids(spark: Any, tmp_path: Path) -> None:
+    """Results that go to a payload-only file sink need no line numbers: Spark's line reader reads the spool (not
+    whole segments split into numbered lines), with the same lines (blank ones skipped, a CR kept for the parser)
+    and the malformed ones reported by file."""
+    spool = tmp_path / "in"
+    spool.mkdir()
+    (spool / "part-1.ndjson").write_bytes(b'{"v": 1}\n\n{"v": 2}\r\n{broken\n  \n{"v": 3}')
+    text = """
+version: 1
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps: [{filter: {id: positive, where: "v > 0"}}]
+    to: [out]
+sinks:
+  - {id: out, type: file, path: out}
+"""
+    reports: list[str] = []
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    job = SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True), report=reports.append)
+    assert "posexplode" not in job.explain()
+    job.run()
+    [segment] = sorted((tmp_path / "out").glob("*.ndjson"))
+    assert sorted(orjson.loads(line)["v"] for line in segment.read_bytes().splitlines()) == [1, 2, 3]
+    assert reports == ["pipeline p: 1 input lines are not JSON objects, skipped (spool:part-1.ndjson: '{broken')"]
+    # with an envelope the ids are written: the lines are numbered
+    enveloped = load_text_plan(text.replace("path: out}", "path: out2, envelope: true}"),
+                               file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    assert "posexplode" in SparkJob(spark, enveloped, SparkOptions(checkpoint=str(tmp_path / "ck2"))).explain()
+
+
 def test_a_window_reads_its_input_once_and_still_reports_malformed_lines(spark: Any, tmp_path: Path) -> None:
     """Where no step before a window routes, its routed branch reads only the end-of-input marker's spool: the
     malformed lines are counted on the window's input (an observed metric) and reported per micro-batch."""

@@ -174,8 +174,10 @@ class SparkJob:
         """The pipeline's sources as one frame, with the end-of-input marker's spool where ``marker``."""
         from pyspark.sql import functions as f
 
+        line_ids = self._reads_event_ids(pipeline)
         frames = [source_frame(self.spark, self.plan, s, self.options.checkpoint,
-                               max_files=self.options.max_files_per_trigger) for s in self.plan.sources]
+                               max_files=self.options.max_files_per_trigger, line_ids=line_ids)
+                  for s in self.plan.sources]
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)
@@ -185,6 +187,29 @@ class SparkJob:
         if marker:
             df = df.unionByName(self._end_frame(pipeline.id))
         return df
+
+    def _reads_event_ids(self, pipeline: PipelinePlan) -> bool:
+        """Whether anything downstream of the sources reads the input events' ids (a spool then numbers its lines):
+        a step that routes copies or dead letters (they carry ids), a step run in Python or with keyed state, a
+        sink that writes ids (upserts, envelopes, messages), the test collector. Conservative: only steps that
+        never read an id and sinks that write the payload alone (or a window's results, with ids of their own)
+        let it go."""
+        if self.collect is not None:
+            return True
+        for step in pipeline.steps:
+            if step.kind not in ("filter", "gate", "annotate", "transform", "lookup", "window"):
+                return True
+            if step_routes(self.plan, step):
+                return True
+        if any(step.kind == "window" for step in pipeline.steps):
+            return False
+        for sink_id in pipeline.to or ["stdout"]:
+            config = self.plan.sinks.get(sink_id)
+            if config is None:  # the default stdout: payloads
+                continue
+            if config.type not in ("file", "parquet", "stdout") or getattr(config, "envelope", False):
+                return True
+        return False
 
     def _end_frame(self, pipeline_id: str) -> DataFrame:
         """The end-of-input marker's spool, its rows routed past every step (``_end``)."""

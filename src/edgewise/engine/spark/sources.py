@@ -40,26 +40,38 @@ def payload_sql(parsed: str, envelope: str) -> str:
     return f"CASE WHEN {envelope} THEN variant_get({parsed}, '$.payload') ELSE {parsed} END"
 
 
-def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_files: int | None = None) -> DataFrame:
-    """The sealed segments of a spool directory, one row per line, in the event frame's shape."""
+def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_files: int | None = None,
+                line_ids: bool = True) -> DataFrame:
+    """The sealed segments of a spool directory, one row per line, in the event frame's shape.
+
+    A plain line's id names its line (``<source>:<file>:<line>``), which needs each segment read whole and split
+    into numbered lines. Where nothing downstream reads the ids (``line_ids`` false: the job knows), Spark's own
+    line reader is cheaper; the id is then ``<source>:<file>``."""
     from pyspark.sql import functions as f
 
-    reader = (spark.readStream.format("text").option("wholetext", "true").option("pathGlobFilter", SPOOL_GLOB))
+    reader = spark.readStream.format("text").option("pathGlobFilter", SPOOL_GLOB)
     if max_files is not None:
         reader = reader.option("maxFilesPerTrigger", str(max_files))
-    raw = reader.load(directory).select(
-        f.col("_metadata.file_name").alias("_file"),
-        f.col("_metadata.file_modification_time").alias("_mtime"),
-        f.posexplode(f.split("value", "\n")).alias("_pos", "_line"),
-    ).where("trim(_line) <> ''")
+    if line_ids:
+        raw = reader.option("wholetext", "true").load(directory).select(
+            f.col("_metadata.file_name").alias("_file"),
+            f.col("_metadata.file_modification_time").alias("_mtime"),
+            f.posexplode(f.split("value", "\n")).alias("_pos", "_line"))
+        line_id = f"concat({F.quote(source_id + ':')}, _file, ':', CAST(_pos + 1 AS STRING))"
+    else:  # lines end at \n only, as the split above and the local engine take them
+        raw = reader.option("lineSep", "\n").load(directory).select(
+            f.col("_metadata.file_name").alias("_file"),
+            f.col("_metadata.file_modification_time").alias("_mtime"),
+            f.col("value").alias("_line"))
+        line_id = f"concat({F.quote(source_id + ':')}, _file)"
+    raw = raw.where("trim(_line) <> ''")
     # the parsed line is made by a generator (explode of a one-element array): Spark cannot inline a generator's
     # output into the filters it pushes down, which would parse each line again per condition
     parsed = raw.select("*", f.explode(f.array(f.expr("try_parse_json(_line)"))).alias("_v"))
     parsed = parsed.withColumn("_env", f.expr(envelope_sql("_v", "_line")))
     payload = payload_sql("_v", "_env")
     frame = parsed.select(
-        f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') "
-               f"ELSE concat({F.quote(source_id + ':')}, _file, ':', CAST(_pos + 1 AS STRING)) END").alias("id"),
+        f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE {line_id} END").alias("id"),
         f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
                "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE _mtime END").alias("event_time"),
         f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
@@ -84,7 +96,7 @@ def is_object_sql(parsed: str, line: str, envelope: str) -> str:
 
 
 def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
-                 max_files: int | None = None) -> DataFrame:
+                 max_files: int | None = None, line_ids: bool = True) -> DataFrame:
     kind = source.type
     if kind == "file":
         if source.format != "ndjson":
@@ -96,10 +108,10 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
         if not os.path.isdir(path):
             raise ConfigError(f"source {source.id}: {path} is not a directory; on Spark the file source reads a "
                               "spool directory of sealed *.ndjson segments (what the file sink writes)")
-        return spool_frame(spark, path, source.id, max_files=max_files)
+        return spool_frame(spark, path, source.id, max_files=max_files, line_ids=line_ids)
     if kind == "generator":
         directory = generate_spool(source, os.path.join(checkpoint, "_generator", source.id))
-        return spool_frame(spark, directory, source.id, max_files=max_files)
+        return spool_frame(spark, directory, source.id, max_files=max_files, line_ids=line_ids)
     if kind == "nats":
         from edgewise.engine.spark.nats import nats_frame
 
