@@ -182,8 +182,8 @@ class SparkJob:
         for other in frames[1:]:
             df = df.unionByName(other)
         if self.plan.event_time is not None:
-            df = df.withColumn("event_time", f.expr(self._event_time_sql(df)))
-        df = df.select(*F.FRAME_COLUMNS)
+            df = df.select(*(f.expr(self._event_time_sql(df)).alias(c) if c == "event_time" else c
+                             for c in F.FRAME_COLUMNS))
         if marker:
             df = df.unionByName(self._end_frame(pipeline.id))
         return df
@@ -216,7 +216,7 @@ class SparkJob:
         from pyspark.sql import functions as f
 
         frame = spool_frame(self.spark, self._end_dir(pipeline_id), END_SOURCE)
-        return frame.withColumn("_to", f.lit(END)).select(*F.FRAME_COLUMNS)
+        return frame.select(*(f.lit(END).alias(c) if c == "_to" else c for c in F.FRAME_COLUMNS))
 
     def _event_time_sql(self, df: DataFrame) -> str:
         from pyspark.sql import functions as f
@@ -280,13 +280,12 @@ class SparkJob:
             else:  # spawn and plugin steps: the local step class on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
-        out = stage.df.withColumn(
-            "_record", f.expr(f"CASE WHEN _to = '' THEN {F.record_json(stage.types)} ELSE _record END"))
-        if "_late_at" not in out.columns:
-            out = out.withColumn("_late_at", f.lit(None).cast("bigint"))
         # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below the
         # watermark, which must see it
-        out = out.select("id", "event_time", "source", "_to", "_record", "_late_at")
+        out = stage.df.select(
+            "id", "event_time", "source", "_to",
+            f.expr(f"CASE WHEN _to = '' THEN {F.record_json(stage.types)} ELSE _record END").alias("_record"),
+            f.col("_late_at") if "_late_at" in stage.df.columns else f.lit(None).cast("bigint").alias("_late_at"))
         for routed in side:
             if "_late_at" not in routed.columns:
                 routed = routed.withColumn("_late_at", f.lit(None).cast("bigint"))

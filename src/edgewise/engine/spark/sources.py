@@ -80,9 +80,9 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"),
         f.col("_line"),
     )
-    return (frame.withColumn("_to", f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END"))
-                 .withColumn("_record", f.expr("CASE WHEN _object THEN NULL ELSE _line END"))
-                 .drop("_line", "_object"))
+    return frame.select("id", "event_time", "source", SOURCE,
+                        f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
+                        f.expr("CASE WHEN _object THEN NULL ELSE _line END").alias("_record"))
 
 
 def is_object_sql(parsed: str, line: str, envelope: str) -> str:

@@ -181,6 +181,9 @@ def compile_filter(stage: Stage, step: FilterStep) -> Stage:
     exprs = _Exprs(step, stage.types)
     where = exprs.sql(cast("FilterConfig", step.config).where, "boolean")
     applies = _applies(step, exprs)
+    if applies == F.LIVE and exprs.error() is None:  # the common case: one condition, no work columns
+        df = stage.df.where(f"NOT ({F.LIVE}) OR coalesce({where}, false)")
+        return Stage(df, stage.types, stage.pipeline, stage.now_sql)
     df = stage.df.withColumn("_applies", f.expr(applies))
     error = exprs.error()
     if error is not None:
