@@ -30,6 +30,24 @@ def _collecting(spark: Any, plan_text: str, base: Path, checkpoint: Path, **opti
     return got
 
 
+ROOMS_PIPELINE = """
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: w
+    steps:
+"""
+"""A pipeline over a spool of `{"room", "t"}` events; its steps follow."""
+
+
+def _segment(spool: Path, n: int, lines: list[str]) -> None:
+    """Spool segment ``n`` with ``lines``; segments are read in the order of their (fixed) modification times."""
+    path = spool / f"part-{n}.ndjson"
+    path.write_text("\n".join(lines) + "\n")
+    os.utime(path, (1_000_000 + n, 1_000_000 + n))
+
+
 @pytest.mark.service
 def test_nats_stream_is_read_by_sequence_and_resumes_from_the_checkpoint(spark: Any, tmp_path: Path) -> None:
     need(port_open(4222), "NATS with JetStream on 127.0.0.1:4222")
@@ -154,26 +172,16 @@ def test_late_events_go_to_their_sink(spark: Any, tmp_path: Path) -> None:
     spool = tmp_path / "in"
     spool.mkdir()
 
-    def segment(n: int, t: int) -> None:
-        path = spool / f"part-{n}.ndjson"
-        path.write_text(json.dumps({"room": "a", "t": t}) + "\n")
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))
-
-    text = """
-version: 1
-event_time: "timestamp_seconds(t)"
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: w
-    steps:
+    text = ROOMS_PIPELINE + """\
       - window: {id: per-room, key: [room], tumbling: 1m, watermark: 10s, late: late, aggs: {n: count()}}
 sinks:
   - {id: late, type: stdout}
 """
     for n, t in enumerate([5, 61, 130]):
-        segment(n, t)
+        _segment(spool, n, [json.dumps({"room": "a", "t": t})])
     first = _collecting(spark, text, tmp_path, tmp_path / "ck", max_files_per_trigger=1, flush=False)
-    segment(3, 20)  # the watermark (130 - 10) passed [0, 60) in the previous run
+    # the watermark (130 - 10) passed [0, 60) in the previous run
+    _segment(spool, 3, [json.dumps({"room": "a", "t": 20})])
     second = _collecting(spark, text, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
     assert [r for _, r in second["late"]] == [{"room": "a", "t": 20}]
     results = first.get("", []) + second.get("", [])
@@ -219,16 +227,8 @@ def test_a_window_reads_its_input_once_and_still_reports_malformed_lines(spark: 
     spool.mkdir()
     for n, lines in enumerate([['{"room": "a", "t": 5}', "[1, 2]", '{"room": "a", "t": 6}'],
                                ['{"room": "b", "t": 7}', "{broken", "{also broken"]]):
-        path = spool / f"part-{n}.ndjson"
-        path.write_text("\n".join(lines) + "\n")
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))
-    text = """
-version: 1
-event_time: "timestamp_seconds(t)"
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: w
-    steps:
+        _segment(spool, n, lines)
+    text = ROOMS_PIPELINE + """\
       - filter: {id: any, where: "t > 0"}
       - window: {id: per-room, key: [room], tumbling: 1m, aggs: {n: count()}}
 """
