@@ -38,6 +38,9 @@ class FieldTypes:
     NULL where the field is absent. They override the base."""
     kept: list[str] | None = None
     """After a ``keep``: the only fields of the base that are still in the event (None: all of them)."""
+    typed: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Held fields whose value a column also holds typed: (column, Spark type). A read at that type takes the
+    column as it is, without a round trip through the VARIANT."""
     base_map: bool = False
     """The base is the event map column (``event``), not the source's parsed VARIANT (``_src``)."""
     columns_made: int = 0
@@ -46,6 +49,18 @@ class FieldTypes:
     def new_column(self) -> str:
         self.columns_made += 1
         return f"_e{self.columns_made}"
+
+    def hold(self, name: str, sql: str, typed: tuple[str, str] | None = None) -> None:
+        """Top-level field ``name`` is now the VARIANT ``sql`` (NULL: absent), and ``typed`` where given."""
+        self.held[name] = sql
+        if typed is None:
+            self.typed.pop(name, None)
+        else:
+            self.typed[name] = typed
+
+    def typed_read(self, name: str, spark_type: str) -> str | None:
+        held = self.typed.get(name)
+        return held[0] if held is not None and held[1] == spark_type else None
 
     def holder(self, name: str) -> str | None:
         """SQL of top-level field ``name``'s VARIANT (NULL: absent) where a step left it; None: it is the base's."""
@@ -58,6 +73,7 @@ class FieldTypes:
     def fresh_source(self) -> None:
         """The event was rebuilt and ``_src`` holds it whole again."""
         self.held = {}
+        self.typed = {}
         self.kept = None
         self.base_map = False
 
@@ -91,7 +107,7 @@ class FieldTypes:
         import copy
 
         return FieldTypes(copy.deepcopy(self.tree), dict(self.held), None if self.kept is None else list(self.kept),
-                          self.base_map, self.columns_made)
+                          dict(self.typed), self.base_map, self.columns_made)
 
 
 # ---------------------------------------------------------------- schema_of_variant text

@@ -219,4 +219,5 @@ def keep_fields(types: FieldTypes, names: list[str]) -> None:
     """The event keeps only ``names`` (on every row: the layout says so)."""
     types.kept = [n for n in names if types.kept is None or n in types.kept]
     types.held = {n: sql for n, sql in types.held.items() if n in names}
+    types.typed = {n: typed for n, typed in types.typed.items() if n in names}
     types.keep(names)

@@ -58,6 +58,10 @@ def field_read(parts: list[str], spark_type: str | None, types: FieldTypes) -> s
     """Spark SQL reading a field where the event's layout holds it (``frame.py``): from the source's VARIANT
     (``variant_get(_src, '$.a.b', 'bigint')``), from the column a step set it in, or from the event map;
     VARIANT when the type is None."""
+    if len(parts) == 1 and spark_type is not None:
+        typed = types.typed_read(parts[0], spark_type)
+        if typed is not None:
+            return typed
     held = types.holder(parts[0])
     if held is None and not types.base_map:
         base, path = SOURCE, json_path(parts)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes
-from edgewise.engine.spark.sql import ERROR_MESSAGES, EVENT, to_guarded_sql, to_spark_sql
+from edgewise.engine.spark.sql import ERROR_MESSAGES, EVENT, field_read, to_guarded_sql, to_spark_sql
 from edgewise.errors import ConfigError
 from edgewise.steps.annotate import split_path
 
@@ -122,7 +122,9 @@ def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[st
     typed = {name: (name, df.schema[name].dataType.simpleString()) for name in values}
     edit = F.Edit(types)
     changes(typed, edit)
-    df = _hold(df, edit, "_applies" if error is None else "(_applies AND _err IS NULL)")
+    # a field set at its top level is also held at its type (reads at that type skip the VARIANT)
+    simple = {path[0]: typed[name] for path, name in learn or [] if len(path) == 1}
+    df = _hold(df, edit, "_applies" if error is None else "(_applies AND _err IS NULL)", simple)
     for path, name in learn or []:
         spark_type = typed[name][1]
         types.set(path, None if spark_type in ("void", "variant") else spark_type)
@@ -130,16 +132,28 @@ def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[st
     return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
 
 
-def _hold(df: DataFrame, edit: F.Edit, ok: str) -> DataFrame:
+SIMPLE_TYPES = ("string", "bigint", "double", "boolean")
+"""Types a held field's value is also kept in (``FieldTypes.typed``): its VARIANT reads back the same value."""
+
+
+def _hold(df: DataFrame, edit: F.Edit, ok: str, typed: dict[str, tuple[str, str]] | None = None) -> DataFrame:
     """Each field ``edit`` changed gets a column of its own: the new VARIANT where ``ok`` (the step applied and did
-    not fail), the old one elsewhere. The layout then reads the field there."""
+    not fail), the old one elsewhere. The layout then reads the field there. ``typed`` (field -> (SQL, type)) gives
+    a changed field's new value at a simple type, which a column holds too, for reads at that type."""
     from pyspark.sql import functions as f
 
     types = edit.types
     for name, sql in edit.changed.items():
         column = types.new_column()
         df = df.withColumn(column, f.expr(f"CASE WHEN {ok} THEN {sql} ELSE {F.field_variant(types, name)} END"))
-        types.held[name] = column
+        value = (typed or {}).get(name)
+        if value is None or value[1] not in SIMPLE_TYPES:
+            types.hold(name, column)
+            continue
+        typed_column = types.new_column()
+        before = field_read([name], value[1], types)
+        df = df.withColumn(typed_column, f.expr(f"CASE WHEN {ok} THEN {value[0]} ELSE {before} END"))
+        types.hold(name, column, (typed_column, value[1]))
     return df
 
 
@@ -169,6 +183,7 @@ def materialize(stage: Stage) -> DataFrame:
 
     df = stage.df.withColumn(EVENT, f.expr(F.event_map(stage.types)))
     stage.types.held = {}
+    stage.types.typed = {}
     stage.types.kept = None
     stage.types.base_map = True
     return df
@@ -288,7 +303,8 @@ def compile_tee(stage: Stage, step: TeeStep) -> Stage:
     for i, path in enumerate((config.set or {}).keys()):
         name = f"_tee{i}"
         edit.set(list(split_path(path)), F.to_variant(name, df.schema[name].dataType.simpleString()))
-    copy.held.update(edit.changed)
+    for name, sql in edit.changed.items():
+        copy.hold(name, sql)
     if config.keep:
         F.keep_fields(copy, list(config.keep))
     df = (df.withColumn("_copy", f.expr("CASE WHEN _applies THEN array(false, true) ELSE array(false) END"))
@@ -313,6 +329,12 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     rows = [(k, {c: _json_text(row.get(c)) for c in columns}) for k, row in step.table.items()]
     table = (spark.createDataFrame(rows, "_lk_key STRING, _lk_row MAP<STRING, STRING>")
              .selectExpr("_lk_key", "transform_values(_lk_row, (k, v) -> parse_json(v)) AS _lk_row"))
+    # a column whose values have one JSON type is also read at it, once per table row
+    column_types = {c: _column_type(step.table.values(), c) for c in columns} if step.into is None else {}
+    typed = {c: (f"_lk_t{i}", t) for i, (c, t) in enumerate(column_types.items()) if t is not None}
+    if typed:
+        table = table.select("*", *(f.expr(f"variant_get(_lk_row[{F.quote(c)}], '$', '{t}')").alias(column)
+                                    for c, (column, t) in typed.items()))
     df = stage.df.withColumn("_applies", f.expr(applies)).withColumn(
         "_lk_probe", f.expr(f"CASE WHEN _applies THEN CAST({key} AS STRING) END"))
     df = df.join(f.broadcast(table), df["_lk_probe"] == table["_lk_key"], "left")
@@ -334,13 +356,13 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     if step.into is None:
         for c in columns:  # a missing row sets them to null
             edit.set([c], f"_lk_row[{F.quote(c)}]")
-            types.set([c], _column_type(step.table.values(), c))
+            types.set([c], column_types[c])
     else:
         nulls = "map(" + ", ".join(f"{F.quote(c)}, CAST(NULL AS VARIANT)" for c in columns) + ")"
         row_map = f"coalesce(_lk_row, {nulls})" if columns else "map()"
         edit.set(list(step.into), f"CASE WHEN _lk_key IS NULL THEN NULL ELSE to_variant_object({row_map}) END")
         types.drop(list(step.into))
-    df = _hold(df, edit, ok).drop("_lk_probe", "_lk_key", "_lk_row")
+    df = _hold(df, edit, ok, typed).drop("_lk_probe", "_lk_key", "_lk_row", *(c for c, _ in typed.values()))
     return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
 
 
