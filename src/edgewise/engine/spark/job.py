@@ -292,7 +292,7 @@ class SparkJob:
             out = out.unionByName(routed.select(*out.columns))
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
-                             progress=self.progress)
+                             progress=self.progress, malformed_upstream=window_marker)
         clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
         return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer,
                                 clock_timers)
@@ -366,7 +366,8 @@ class SparkJob:
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
                                          f"{_first_line(exc)}") from exc
                 c.dropped_late += _dropped_late(c.query)
-                c.writer.take_progress(c.query.recentProgress)
+                if c.writer.malformed_upstream:
+                    c.writer.take_progress(c.query.recentProgress)
                 error = c.query.exception()
                 if error is not None:
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: {_first_line(error)}")

@@ -112,7 +112,7 @@ class BatchWriter:
 
     def __init__(self, plan: Plan, pipeline_id: str, checkpoint: str, *, collect: Collector | None = None,
                  stdout: Any = None, report: Callable[[str], None] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, malformed_upstream: bool = False) -> None:
         self.plan = plan
         self.pipeline = plan.pipeline(pipeline_id)
         self.checkpoint = checkpoint
@@ -123,6 +123,8 @@ class BatchWriter:
         self.routes = possible_routes(plan, pipeline_id)
         self.progress = progress
         """Told one line per micro-batch (``edgewise spark`` prints them), or None."""
+        self.malformed_upstream = malformed_upstream
+        """The query counts malformed lines before they reach the writer (``frame.count_malformed``)."""
         self.query: StreamingQuery | None = None
         """The query it writes for (set when it starts): its progress holds the malformed lines counted upstream."""
         self._progress_seen = -1
@@ -131,7 +133,8 @@ class BatchWriter:
         import time
 
         started = time.monotonic()
-        if self.query is not None:  # the micro-batches before this one are complete: their metrics are in
+        if self.malformed_upstream and self.query is not None:
+            # the micro-batches before this one are complete: their metrics are in
             self.take_progress(self.query.recentProgress)
         before = dict(self.stats.written)
         if self._one_pass():
