@@ -72,10 +72,17 @@ class FieldTypes:
 
     def fresh_source(self) -> None:
         """The event was rebuilt and ``_src`` holds it whole again."""
+        self._whole_in_base(base_map=False)
+
+    def whole_in_map(self) -> None:
+        """The ``event`` map column holds the whole event (it was built from this layout)."""
+        self._whole_in_base(base_map=True)
+
+    def _whole_in_base(self, *, base_map: bool) -> None:
         self.held = {}
         self.typed = {}
         self.kept = None
-        self.base_map = False
+        self.base_map = base_map
 
     def type_of(self, path: list[str]) -> str | None:
         node: Any = self.tree

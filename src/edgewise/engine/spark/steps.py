@@ -182,10 +182,7 @@ def materialize(stage: Stage) -> DataFrame:
     from pyspark.sql import functions as f
 
     df = stage.df.withColumn(EVENT, f.expr(F.event_map(stage.types)))
-    stage.types.held = {}
-    stage.types.typed = {}
-    stage.types.kept = None
-    stage.types.base_map = True
+    stage.types.whole_in_map()
     return df
 
 
