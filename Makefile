@@ -3,20 +3,27 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install run test lint typecheck check bench spark-expected clean
+.PHONY: help install run test lint typecheck check bench fuzz spark-expected clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+
+# the edge core only (no Spark, no dev tools): what `make run` needs
+$(BIN)/.core: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
 	touch $@
+
+$(BIN)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	touch $(BIN)/.core $@
 
 install: $(BIN)/.installed  ## create .venv and install edgewise with its dev tools and the spark extra (PySpark)
 
-run: install  ## run the main example: HSL vehicle positions (bundled data) in command mode
+run: $(BIN)/.core  ## run the main example: HSL vehicle positions (bundled data) in command mode (edge core only)
 	$(BIN)/edgewise run examples/hsl/pipeline.yaml
 	@echo "positions written to out/hsl-positions/"
 
@@ -37,6 +44,11 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/ysb_windowed.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/spark_ysb.py
+
+FUZZ_MINUTES ?= 30
+FUZZ_ORACLES ?= crash,batch,spark
+fuzz: install  ## the differential pipeline fuzzer as a soak (FUZZ_MINUTES=30, FUZZ_ORACLES=crash,batch,spark)
+	$(BIN)/python -m tests.fuzz.soak --minutes $(FUZZ_MINUTES) --oracles $(FUZZ_ORACLES)
 
 spark-expected: install  ## recompute tests/data/spark_expected.json with real Spark (installs the spark extra)
 	$(BIN)/python -m pip install --quiet -e '.[spark]'

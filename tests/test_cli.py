@@ -95,8 +95,14 @@ def test_functions_lists_the_table(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_readme_run_command_works_on_bundled_data(tmp_path: Path) -> None:
-    done = edgewise("run", "examples/hsl/pipeline.yaml")
+    # the example as it stands, in a copy of the tree whose out/ is the test's own: nothing lands in the repo's out/
+    (tmp_path / "examples" / "hsl").mkdir(parents=True)
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    example = tmp_path / "examples" / "hsl" / "pipeline.yaml"
+    example.write_text((ROOT / "examples" / "hsl" / "pipeline.yaml").read_text())
+    done = edgewise("run", str(example))
     assert done.returncode == 0, done.stderr
+    assert list((tmp_path / "out" / "hsl-positions").glob("*.ndjson"))
     speeding = [json.loads(x) for x in done.stdout.splitlines()]
     assert speeding and all(s["speed_kmh"] > 40 for s in speeding)
     assert b"3690 events in" in done.stderr
@@ -115,3 +121,26 @@ def test_docs_function_table_is_current(capsys: pytest.CaptureFixture[str]) -> N
     assert main(["functions", "--markdown"]) == 0
     table = capsys.readouterr().out.strip()
     assert table in (ROOT / "docs" / "expressions.md").read_text(encoding="utf-8")
+
+
+def test_an_internal_error_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """No traceback reaches a user: an unexpected exception is one line naming the command and where it came
+    from; --debug shows the traceback."""
+    import edgewise.engine.local as local
+
+    def broken(self: object, batch: object) -> object:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(local.LocalEngine, "process", broken)
+    p = tmp_path / "p.yaml"
+    p.write_text(PIPELINE)
+    data = tmp_path / "in.ndjson"
+    data.write_text('{"kind":"view","n":1}\n')
+    assert main(["run", str(p), str(data)]) == 70
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "internal error" in line]
+    assert len(lines) == 1 and "Traceback" not in err
+    assert "`edgewise run`: RuntimeError: boom (at edgewise/" in lines[0] and "--debug" in lines[0]
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["--debug", "run", str(p), str(data)])

@@ -179,3 +179,58 @@ def test_http_sink_does_not_retry_a_client_error(http_server: str) -> None:
 def test_http_sink_down_fails_the_run_after_retries() -> None:
     with pytest.raises(SinkError, match="could not deliver"):
         run_http("http://127.0.0.1:9/unreachable")
+
+
+def test_same_named_files_in_different_directories_get_distinct_stable_ids(tmp_path: Path) -> None:
+    """Issue 13: ids name a file by its path below the glob's fixed part, so the bundled HSL recordings (13 files
+    all named hfp.dump) never share an id, and an id-keyed sink keeps every event."""
+    for day in ("2024-05-01", "2024-05-02"):
+        (tmp_path / "rec" / day).mkdir(parents=True)
+        (tmp_path / "rec" / day / "hfp.dump").write_text('{"a": 1}\n{"a": 2}\n')
+    source = FileSource(FileSourceConfig(id="r", path=str(tmp_path / "rec" / "*" / "hfp.dump")), BuildContext("."))
+    _, ids, _ = read_all(source)
+    assert ids == ["r:2024-05-01/hfp.dump:1", "r:2024-05-01/hfp.dump:2",
+                   "r:2024-05-02/hfp.dump:1", "r:2024-05-02/hfp.dump:2"]
+    assert read_all(source)[1] == ids  # stable across runs
+    directory = FileSource(FileSourceConfig(id="d", path=str(tmp_path / "rec" / "2024-05-01")), BuildContext("."))
+    assert read_all(directory)[1] == ["d:hfp.dump:1", "d:hfp.dump:2"]  # a spool directory: its file names
+
+
+def test_bundled_hsl_recordings_keep_every_event_in_an_id_keyed_sink(tmp_path: Path) -> None:
+    import sqlite3
+
+    from edgewise.cli import main
+
+    pipeline = tmp_path / "all.yaml"
+    pipeline.write_text(f"""version: 1
+sources:
+  - {{id: recordings, type: file, path: {ROOT / 'data' / 'hsl-hfp-apc-dumps'}/*/hfp.dump, format: hfp}}
+pipelines:
+  - {{id: all, steps: [], to: [db]}}
+sinks:
+  - {{id: db, type: sqlite, path: events.db, table: events}}
+""")
+    assert main(["run", str(pipeline), "-q"]) == 0
+    with sqlite3.connect(tmp_path / "events.db") as conn:
+        (rows,) = conn.execute("SELECT count(*) FROM events").fetchone()
+    assert rows == 3690
+
+
+def test_spool_envelopes_give_their_event_with_its_id_and_event_time(tmp_path: Path) -> None:
+    """Issue 13: what a daemon's file sink spools ({id, event_time, source, payload}) reads back as the event on
+    the local engine too (Spark's spool reader does the same; tests/spark covers that side)."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "part-1.ndjson").write_text(
+        '{"id":"gh:d-1","event_time":5000000,"source":"gh","payload":{"a":1}}\n'
+        '{"a":2}\n'
+        '{"id":"x","event_time":1,"source":"s","payload":{"b":1},"extra":true}\n'  # five keys: a plain event
+        '{"event_time":1,"id":"y","source":"s","payload":{"b":1}}\n')  # id not first: a plain event
+    batches = list(FileSource(FileSourceConfig(id="sp", path=str(spool)), BuildContext(".")).read(
+        SourceContext(FakeClock(9), lambda m: None)))
+    payloads = [p for b in batches for p in b.payloads]
+    ids = [i for b in batches for i in b.ids()]
+    times = [t for b in batches for t in b.event_times]
+    assert payloads[:2] == [{"a": 1}, {"a": 2}] and "extra" in payloads[2] and "payload" in payloads[3]
+    assert ids == ["gh:d-1", "sp:part-1.ndjson:2", "sp:part-1.ndjson:3", "sp:part-1.ndjson:4"]
+    assert times[0] == 5_000_000 and times[1] == 9

@@ -242,3 +242,56 @@ def test_kill_minus_nine_then_restart_equals_an_uninterrupted_run(tmp_path: Path
     assert len(expected) > 1000
     assert killed.keys() == expected.keys()
     assert_records_equal(killed.values(), expected.values())
+
+
+def test_a_later_run_on_other_input_does_not_skip_it(tmp_path: Path) -> None:
+    """Issue 13: with a persistent store, a second `edgewise run` on *different* stdin used to print "resuming
+    after 2 events" and skip its first lines. It resumes only where the input starts with exactly the committed
+    events; other input is read from its start, the state kept, under a new run id (its ids are new)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("""
+version: 1
+state: {default: {type: sqlite, path: st.db}}
+pipelines:
+  - id: p
+    steps:
+      - aggregate: {id: running, aggs: {n: count(), total: sum(x)}, into: so_far}
+""")
+
+    def edgewise_run(lines: list[int]) -> tuple[list[Any], str]:
+        data = b"".join(orjson.dumps({"x": x}) + b"\n" for x in lines)
+        done = subprocess.run([sys.executable, "-m", "edgewise", "run", str(pipeline), "-"], input=data,
+                              capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [orjson.loads(line) for line in done.stdout.splitlines()], done.stderr.decode()
+
+    first, _ = edgewise_run([1, 2])
+    assert [r["so_far"] for r in first] == [{"n": 1, "total": 1}, {"n": 2, "total": 3}]
+    other, err = edgewise_run([10, 20, 30])  # other input: every line counts, on top of the kept state
+    assert [r["x"] for r in other] == [10, 20, 30]
+    assert other[-1]["so_far"] == {"n": 5, "total": 63}
+    assert "resuming" not in err and "not the one the state store's last commit covers" in err
+    again, err = edgewise_run([10, 20, 30, 40])  # the committed input, grown by one line: only the new line runs
+    assert [r["x"] for r in again] == [40] and again[0]["so_far"] == {"n": 6, "total": 103}
+    assert "resuming after 3 events" in err
+    shorter, err = edgewise_run([10])  # shorter than what was committed: not the same input
+    assert [r["x"] for r in shorter] == [10] and "reading it from its start" in err
+
+
+def test_new_input_under_a_restored_run_gets_new_event_ids() -> None:
+    from edgewise.engine.resume import ResumePoint
+    from edgewise.events import Batch
+
+    def batch(values: list[int], first: int) -> Batch:
+        return Batch([{"x": v} for v in values], source="s", ingest_time_us=0, event_times=[0] * len(values),
+                     id_prefix="s:run1:", offsets=range(first, first + len(values)))
+
+    committed = ResumePoint(0, None)
+    list(committed.batches([batch([1, 2], 1)]))
+    same = ResumePoint(2, committed.digest.hex())
+    assert [b.payloads for b in same.batches([batch([1], 1), batch([2, 3], 2)])] == [[{"x": 3}]] and same.resumed
+    other = ResumePoint(2, committed.digest.hex())
+    assert [p for b in other.batches([batch([1, 5], 1)]) for p in b.payloads] == [{"x": 1}, {"x": 5}]
+    assert other.resumed is False
+    renamed = batch([1], 1).renamed("s:run1:", "s:run2:")
+    assert renamed.ids() == ["s:run2:1"]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from edgewise import __version__
 from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, SourceError
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 70  # 70: EX_SOFTWARE, an internal error
 
 DESCRIPTION = """\
 edgewise runs one declarative pipeline file anywhere: as a one-shot command, as an edge daemon, or on Spark.
@@ -55,12 +55,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK  # `edgewise run ... | head`: the reader has what it wanted
+    except Exception as exc:  # a bug: one clear line, the traceback only when asked for
+        if args.debug or os.environ.get("EDGEWISE_DEBUG"):
+            raise
+        print(f"edgewise: internal error in `edgewise {args.command}`: {unexpected(exc)}. This is a bug in "
+              "edgewise; run again with --debug for the traceback", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def unexpected(exc: BaseException) -> str:
+    """An unexpected exception in one line: its type, message and the innermost edgewise frame it came from."""
+    import traceback
+
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if "edgewise" in frame.filename:
+            path = frame.filename.replace(os.sep, "/")
+            where = f" (at {path[path.rfind('edgewise/'):]}:{frame.lineno})"
+            break
+    message = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}{': ' + message if message else ''}{where}"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="edgewise", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"edgewise {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the Python traceback of an internal error (also: EDGEWISE_DEBUG=1)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run pipelines over input, once (command mode)",
@@ -90,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--engine", choices=["local", "spark"], default="local",
                          help="which engine's plan: local (steps and compiled expressions) or spark (each "
                          "pipeline's Spark physical plan; needs the spark extra)")
+    explain.add_argument("--verbose", "-v", action="store_true", help="with --engine spark: Spark's own chatter too")
     explain.add_argument("--checkpoint", default=None, metavar="DIR",
                          help="with --engine spark: the job's checkpoint (input types pinned there are used; "
                          "default a temporary directory)")
@@ -122,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="micro-batch interval of a continuous job (default 0: back to back; 1 s for a pipeline "
                             "with processing-time timers, which runs micro-batches without data too)")
     spark.add_argument("--quiet", "-q", action="store_true", help="no line per micro-batch on stderr")
+    spark.add_argument("--verbose", "-v", action="store_true",
+                       help="let Spark's own start-up notices and Python worker chatter through to stderr")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8")
     spark.set_defaults(handler=cmd_spark)
@@ -131,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     test = sub.add_parser("test", help="run pipeline unit tests from YAML fixtures (*.test.yaml)")
     test.add_argument("paths", nargs="+", metavar="PATH", help="fixture files or directories")
+    test.add_argument("--verbose", "-v", action="store_true", help="with --engine spark: Spark's own chatter too")
     test.add_argument("--engine", choices=["local", "spark"], default="local",
                       help="run the cases on the local engine (default) or as Spark jobs (needs the spark extra); "
                       "cases Spark cannot run are listed as n/a with the reason")
@@ -288,9 +314,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
     import tempfile
 
     from edgewise.engine.spark.job import SparkJob, SparkOptions
+    from edgewise.engine.spark.quiet import quiet_stderr
     from edgewise.engine.spark.session import spark_session
 
-    spark = spark_session(None, app="edgewise-explain")
+    with quiet_stderr(not args.verbose):
+        spark = spark_session(None, app="edgewise-explain")
     with tempfile.TemporaryDirectory(prefix="edgewise-explain-") as tmp:
         job = SparkJob(spark, plan, SparkOptions(checkpoint=args.checkpoint or tmp))
         print(job.explain())
@@ -298,6 +326,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_spark(args: argparse.Namespace) -> int:
+    from edgewise.engine.spark.quiet import quiet_stderr
+
+    with quiet_stderr(not args.verbose):
+        return _spark(args)
+
+
+def _spark(args: argparse.Namespace) -> int:
     from edgewise.config import load
     from edgewise.engine.spark.job import SparkJob, SparkOptions
     from edgewise.engine.spark.session import spark_session
@@ -340,9 +375,11 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
+    from edgewise.engine.spark.quiet import quiet_stderr  # no PySpark needed: it only filters fd 2
     from edgewise.testing.fixtures import run_fixture_files
 
-    report = run_fixture_files(args.paths, engine=args.engine)
+    with quiet_stderr(args.engine == "spark" and not args.verbose):
+        report = run_fixture_files(args.paths, engine=args.engine)
     for r in report.results:
         mark = "ok  " if r.ok else "n/a " if r.unsupported else "FAIL"
         print(f"{mark} {r.file} :: {r.name}")

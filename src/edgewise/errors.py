@@ -7,6 +7,7 @@
     ├── PluginError               a plugin could not be loaded (missing extra, bad entry point)
     ├── EvalError                 an expression failed for one event (division by zero, bad cast, ...)
     ├── StepError                 a step failed for one event (spawn exit code, timeout, ...)
+    ├── EventsFailed              a stateful step ran a batch in which some events failed (each changed nothing)
     ├── SourceError               a source could not read its input (file missing, malformed record)
     └── SinkError                 a sink could not deliver after its retries
 
@@ -85,6 +86,21 @@ class EvalError(EdgewiseError):
 class StepError(EdgewiseError):
     """A step failed for one event for a reason other than an expression (a program exited non-zero, timed out,
     printed invalid JSON). The step's ``on_error`` applies."""
+
+
+class EventsFailed(EdgewiseError):
+    """A stateful step processed a batch in which some events failed.
+
+    A stateful step cannot be re-run on events it already counted, so it isolates failures itself: every other
+    event was processed (``output`` is what they gave) and each failed event changed no state. ``failures`` maps
+    the failed events' positions in the input batch to their errors; the engine applies ``on_error`` to each.
+    """
+
+    def __init__(self, output: object, failures: dict[int, EvalError | StepError]):
+        self.output = output
+        self.failures = failures
+        first = next(iter(failures.values()))
+        super().__init__(f"{len(failures)} events failed, the first: {first}")
 
 
 class SourceError(EdgewiseError):

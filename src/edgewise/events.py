@@ -104,6 +104,15 @@ class Batch:
             ids=self._ids,
         )
 
+    def renamed(self, old_prefix: str, new_prefix: str) -> Batch:
+        """The same events with ``old_prefix`` of their ids replaced by ``new_prefix`` (ids without it kept)."""
+        if self._ids is None and self.id_prefix == old_prefix:
+            return Batch(self.payloads, source=self.source, ingest_time_us=self.ingest_time_us,
+                         event_times=self.event_times, id_prefix=new_prefix, offsets=self._offsets)
+        ids = [new_prefix + i[len(old_prefix):] if i.startswith(old_prefix) else i for i in self.ids()]
+        return Batch(self.payloads, source=self.source, ingest_time_us=self.ingest_time_us,
+                     event_times=self.event_times, ids=ids)
+
     def events(self) -> Iterator[Event]:
         for payload, event_id, event_time in zip(self.payloads, self.ids(), self.event_times, strict=True):
             yield Event(payload, event_id, event_time, self.ingest_time_us, self.source)

@@ -21,6 +21,17 @@ from edgewise.daemon.log import Log
 from edgewise.daemon.server import Daemon, DaemonOptions
 
 
+def wait_processed(client: httpx.Client, n: int, timeout: float = 30) -> None:
+    """Until the daemon behind ``client`` has processed at least ``n`` events and holds none waiting."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        q = client.get("/v1/queue").json()
+        if q["processed_events"] >= n and q["queued_events"] == 0:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"not processed in time: {client.get('/v1/queue').json()}")
+
+
 class InProcessDaemon:
     """A daemon on a thread of the test process; its workers are real processes."""
 
@@ -50,13 +61,7 @@ class InProcessDaemon:
         return self.client.post(path, content=content, headers=h)
 
     def wait_processed(self, n: int, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            q = self.client.get("/v1/queue").json()
-            if q["processed_events"] >= n and q["queued_events"] == 0:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"not processed in time: {self.client.get('/v1/queue').json()}")
+        wait_processed(self.client, n, timeout)
 
     def stop(self) -> None:
         loop = self.daemon._loop

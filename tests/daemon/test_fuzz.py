@@ -33,7 +33,7 @@ sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
     result = subprocess.run(
         [st, "run", f"{d.url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
          "--request-timeout", "10", "--generation-deterministic"],
-        capture_output=True, text=True, timeout=600)
+        capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache (.schemathesis/) goes there
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "passed" in result.stdout
     assert d.client.get("/healthz").status_code == 200

@@ -15,7 +15,7 @@ import orjson
 
 from edgewise.daemon.queue import QueueReader, queue_path
 from tests.conftest import ROOT
-from tests.daemon.helpers import DaemonProcess
+from tests.daemon.helpers import DaemonProcess, wait_processed
 from tests.daemon.test_api import read_spool
 
 SECRET = "It's a Secret to Everybody"
@@ -118,6 +118,9 @@ def test_sigterm_drains_and_sighup_reloads_without_losing_events(tmp_path):
         acked.extend(r.json()["ids"])
 
     post(50)
+    # a reload lets the old workers finish the batches they hold; what still waits in the queue goes to the new
+    # ones (docs/daemon.md). Wait until the first 50 are processed, so the versions below are determined
+    wait_processed(client, 50)
     # an invalid file is rejected and the old pipeline keeps running
     pipeline.write_text("version: 1\npipelines: [{id: p, steps: [{filter: {id: f, where: 'a >'}}]}]\n")
     daemon.signal(signal.SIGHUP)

@@ -100,3 +100,18 @@ def test_test_command_runs_fixtures_on_spark(spark: Any, capsys: pytest.CaptureF
     out = capsys.readouterr().out
     assert code == 0, out
     assert "1 passed, 0 failed" in out
+
+
+def test_spark_commands_keep_sparks_chatter_off_stderr(tmp_path: Path) -> None:
+    """Issue 17 (quiet by default): the Python worker's prints of a keyed step and Spark's start-up notices are
+    filtered from stderr (`--verbose` lets them through). A separate process, as a user runs it."""
+    import subprocess
+    import sys
+
+    fixture = str(ROOT / "conformance" / "aggregate.test.yaml")
+    quiet = subprocess.run([sys.executable, "-m", "edgewise", "test", fixture, "--engine", "spark"],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr[-2000:]
+    assert "passed, 0 failed" in quiet.stdout
+    assert "TransformWithStateInPandas Python worker" not in quiet.stderr
+    assert "log4j profile" not in quiet.stderr

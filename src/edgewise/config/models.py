@@ -33,9 +33,20 @@ def checked_by(parse: Callable[[str], object]) -> Callable[[str], str]:
 
 
 def _compile(text: str) -> object:
-    from edgewise.expr.compiler import compile_expression
+    from edgewise.expr.compiler import compile_expression, parse
+    from edgewise.expr.typecheck import check_types
 
-    return compile_expression(text)
+    compiled = compile_expression(text)
+    check_types(parse(text), text)
+    return compiled
+
+
+def _condition(text: str) -> object:
+    from edgewise.expr.typecheck import check_condition
+
+    compiled = _compile(text)
+    check_condition(text)
+    return compiled
 
 
 Expr = Annotated[
@@ -43,7 +54,15 @@ Expr = Annotated[
     AfterValidator(checked_by(_compile)),
     WithJsonSchema({"type": "string", "description": "a Spark SQL expression, e.g. \"speed > 10 AND line = '55'\""}),
 ]
-"""A field that holds a Spark SQL expression; checked (parsed, functions and arity resolved) at load time."""
+"""A field that holds a Spark SQL expression; checked (parsed, functions and arity resolved, the types the text
+decides: ``expr/typecheck.py``) at load time."""
+
+Condition = Annotated[
+    str,
+    AfterValidator(checked_by(_condition)),
+    WithJsonSchema({"type": "string", "description": "a Spark SQL condition (BOOLEAN), e.g. \"speed > 10\""}),
+]
+"""An expression that must be BOOLEAN: checked like ``Expr``, and rejected where the text makes it another type."""
 
 Id = Annotated[str, Field(pattern=ID_PATTERN, max_length=128, description="a stable, unique identifier")]
 
@@ -66,7 +85,8 @@ class StepConfig(Model):
     """Fields every step has."""
 
     id: Id
-    when: Expr | None = Field(None, description="run the step only where this is TRUE; other events pass unchanged")
+    when: Condition | None = Field(None, description="run the step only where this is TRUE; other events pass "
+                                   "unchanged")
     retry: RetryPolicy | None = Field(None, description="try the step again on failure before on_error applies")
     on_error: str = Field(
         "fail",

@@ -75,6 +75,11 @@ def load_text(text: str, file: str) -> Document:
         line = mark.line + 1 if mark else None
         col = mark.column + 1 if mark else None
         problem = " ".join(x for x in (exc.context, exc.problem) if x)
+        opened = exc.context_mark
+        if opened is not None and exc.problem_mark is not None and opened.line != exc.problem_mark.line:
+            # a bracket left open is found only where parsing stopped: say where it opened as well
+            problem += f" (the {exc.context.split()[-1] if exc.context else 'collection'} opened at line " \
+                       f"{opened.line + 1}, column {opened.column + 1}, is not closed)"
         raise ConfigError(f"invalid YAML: {problem}", Location(file, line, col)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"invalid YAML: {exc}", Location(file)) from None

@@ -2,8 +2,10 @@
 
 The fast path hands the whole batch to the step. If the step raises for some event, the batch is run again one
 event at a time (pure steps only; steps with side effects always run one event at a time) so that only the
-failing events get ``on_error``: ``fail`` reports them (the run exits 1), ``skip`` drops them, a sink id
-dead-letters them with the error, the step id and the time.
+failing events get ``on_error``. A stateful step cannot be re-run on events it already counted: it isolates
+its failures itself and raises ``EventsFailed`` with what the other events gave (a failed event changed no
+state), and only the failed events are handled here. ``fail`` reports them (the run exits 1), ``skip`` drops
+them, a sink id dead-letters them with the error, the step id and the time.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from edgewise.engine.context import RunContext
-from edgewise.errors import EvalError, StepError
+from edgewise.errors import EvalError, EventsFailed, StepError
 from edgewise.events import Batch
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.base import Step
@@ -57,10 +59,21 @@ class GuardedStep:
             return self._per_event(batch, ctx)
         try:
             return self.step.process(batch, ctx)
+        except EventsFailed as partial:
+            return self._partly_failed(batch, partial, ctx)
         except STEP_FAILURES as exc:
             if len(batch) == 1:
                 return self._one_failed(batch, exc, ctx)
             return self._per_event(batch, ctx)
+
+    def _partly_failed(self, batch: Batch, partial: EventsFailed, ctx: RunContext) -> Batch:
+        """A stateful step processed the batch except for the failed events: those are retried (a ``StepError``
+        under a retry policy) or get ``on_error``; what a retry gives follows the others' output."""
+        output = partial.output
+        assert isinstance(output, Batch)
+        retried = [self._one_failed(batch.slice(i, i + 1), exc, ctx) for i, exc in partial.failures.items()]
+        parts = [b for b in (output, *retried) if len(b)]
+        return Batch.concat(parts) if parts else output
 
     def _per_event(self, batch: Batch, ctx: RunContext) -> Batch:
         outputs: list[Batch] = []
@@ -76,6 +89,8 @@ class GuardedStep:
                     continue
             try:
                 out = self.step.process(one, ctx)
+            except EventsFailed as partial:
+                out = self._partly_failed(one, partial, ctx)
             except STEP_FAILURES as exc:
                 out = self._one_failed(one, exc, ctx)
             if len(out):

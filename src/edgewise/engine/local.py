@@ -1,15 +1,15 @@
 """The local engine: runs a plan's pipelines over batches of events, in this process.
 
-Every event enters every pipeline (each gets the same immutable payloads; steps copy what they change). A
-pipeline's results go to its ``to`` sinks, or to stdout when it has none.
+Every event enters every pipeline (each gets the same immutable payloads; steps copy what they change). A pipeline's
+results go to its ``to`` sinks, or to stdout when it has none.
 
 With a durable state store the engine commits, at most every ``commit_interval`` seconds of its clock and at the
-end, the stateful steps' changes together with how many events of each source were processed, after flushing
-the sinks: what a commit covers has been delivered. A restarted run restores the state, skips the events the
-last commit covers and reprocesses the rest (at-least-once; results keep their ids, so idempotent sinks see each
+end, the stateful steps' changes together with how many events of each source were processed (and a digest of them),
+after flushing the sinks: what a commit covers has been delivered. A restarted run restores the state, skips the
+events the last commit covers where its input starts with exactly them (``resume.py``; other input is read from its
+start, the state kept) and reprocesses the rest (at-least-once; results keep their ids, so idempotent sinks see each
 result once). When the input ends, every stateful step is finished in pipeline order: open windows and pending
-completions are flushed through the rest of their pipeline.
-"""
+completions are flushed through the rest of their pipeline."""
 
 from __future__ import annotations
 
@@ -25,12 +25,13 @@ from edgewise.config.plan import Plan
 from edgewise.engine.context import RunContext, RunStats
 from edgewise.engine.event_time import assign_event_times
 from edgewise.engine.guard import GuardedStep
+from edgewise.engine.resume import ResumePoint
 from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
-from edgewise.sources.base import Source, SourceContext
+from edgewise.sources.base import Source, SourceContext, new_run_id
 from edgewise.state import StateStore
 from edgewise.steps.stateful import StatefulStep
 
@@ -86,6 +87,8 @@ class LocalEngine:
         """Events of each source processed so far (restored from the last commit on open)."""
         self.runs: dict[str, str] = {}
         """The run id each source's events were named with (kept across restarts)."""
+        self.digests: dict[str, str] = {}
+        """A digest of the events ``positions`` counts, per source (``resume.py``)."""
         self.commit_interval_us = int(commit_interval * 1_000_000)
         self.collect = collect
         self.instrument = instrument
@@ -102,7 +105,7 @@ class LocalEngine:
         for _, steps, _ in self.pipelines:
             for g in steps:
                 g.step.open(self.ctx)
-        self.positions, self.runs = self.state.open()
+        self.positions, self.runs, self.digests = self.state.open()
         self._last_commit_us = self.clock.now_us()
 
     def ingest(self, batch: Batch) -> Batch:
@@ -170,7 +173,7 @@ class LocalEngine:
         if not force and now - self._last_commit_us < self.commit_interval_us:
             return
         self.flush_sinks()
-        self.state.commit(self.positions, self.runs)
+        self.state.commit(self.positions, self.runs, self.digests)
         self._last_commit_us = now
 
     def flush_sinks(self) -> None:
@@ -232,25 +235,36 @@ class LocalEngine:
         return self.ctx.stats
 
     def _read(self, source: Source, source_ctx: SourceContext) -> None:
-        done = self.positions.get(source.id, 0)
-        source_ctx.run_id = self.runs.setdefault(source.id, source_ctx.run_id)
-        if done:
-            print(f"edgewise: source {source.id}: resuming after {done} events (from the state store)",
-                  file=self.ctx.errors)
+        committed = self.positions.get(source.id, 0)
+        restored_run = self.runs.get(source.id)
+        source_ctx.run_id = restored_run or source_ctx.run_id
+        self.runs[source.id] = source_ctx.run_id
+        point = ResumePoint(committed, self.digests.get(source.id), durable=self.state.durable)
         seen = 0
-        for batch in source.read(source_ctx):
-            n = len(batch)
-            if seen + n <= done:  # processed and committed before a restart
-                seen += n
-                if not n:
-                    self.tick()
-                continue
-            if seen < done:
-                batch = batch.slice(done - seen, n)
-            seen += n
+        renamed: tuple[str, str] | None = None
+        for batch in point.batches(source.read(source_ctx)):
+            if seen == 0 and committed and point.resumed is not None:
+                if point.resumed:
+                    seen = committed
+                    print(f"edgewise: source {source.id}: resuming after {committed} events (from the state "
+                          "store)", file=self.ctx.errors)
+                else:
+                    print(f"edgewise: source {source.id}: the input is not the one the state store's last "
+                          f"commit covers ({committed} events); reading it from its start, the state kept",
+                          file=self.ctx.errors)
+                    committed = 0
+                    if restored_run is not None:  # new input under the old run id would reuse its event ids
+                        new_run = new_run_id()
+                        renamed = (f"{source.id}:{restored_run}:", f"{source.id}:{new_run}:")
+                        self.runs[source.id] = new_run
+            if renamed is not None:
+                batch = batch.renamed(*renamed)
+            seen += len(batch)
             if len(batch):
                 self.process(batch)
             self.positions[source.id] = seen
+            if point.durable:
+                self.digests[source.id] = point.digest.hex()
             self.tick()
             self.commit()
 
@@ -260,6 +274,5 @@ class LocalEngine:
 
 
 def _base(plan: Plan) -> BuildContext:
-    import os
-
-    return BuildContext(os.path.dirname(os.path.abspath(plan.file)) if not plan.file.startswith("<") else ".")
+    """Where the plan's relative paths start: its file's directory, or the base a text plan was loaded with."""
+    return BuildContext(plan.base_dir)

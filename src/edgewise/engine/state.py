@@ -1,12 +1,12 @@
 """The engine's side of state: opening the plan's stores, restoring stateful steps, and committing their changes
 together with how far each source was read.
 
-Keys in a store: ``step/<step id>/<the step's own key>`` for step state, ``source/<source id>`` for positions
-(the number of events of that source already processed) and ``run/<source id>`` (the run id that names events
-of inputs without an identity of their own, such as stdin). A commit puts a store's step changes and the positions
-in one transaction, so after a crash the state and the input position always agree. When a pipeline's steps use
-several stores, each store is committed atomically on its own and the positions go to ``default``.
-"""
+Keys in a store: ``step/<step id>/<the step's own key>`` for step state, ``source/<source id>`` for positions (the
+number of events of that source already processed), ``digest/<source id>`` (a digest of those events' content: a
+restarted run resumes only where its input starts with exactly them) and ``run/<source id>`` (the run id that names
+events of inputs without an identity of their own, such as stdin). A commit puts a store's step changes and the
+positions in one transaction, so after a crash the state and the input position always agree. When a pipeline's
+steps use several stores, each store is committed atomically on its own and the positions go to ``default``."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ class StateRuntime:
     def durable(self) -> bool:
         return any(s.durable for s in self.stores.values())
 
-    def open(self) -> tuple[dict[str, int], dict[str, str]]:
-        """Open the stores, give every stateful step its committed state; the committed source positions and
-        run ids (``SourceContext.run_id``)."""
+    def open(self) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+        """Open the stores, give every stateful step its committed state; the committed source positions, run
+        ids (``SourceContext.run_id``) and digests of the events the positions cover."""
         names = {"default"} | set(self.plan.stores) | {s.store_name for s in self.steps}
         for name in sorted(names):
             if name in self._given:
@@ -58,18 +58,19 @@ class StateRuntime:
         default = self.stores["default"]
         positions = {key.removeprefix("source/"): int(value) for key, value in default.scan("source/")}
         runs = {key.removeprefix("run/"): value.decode() for key, value in default.scan("run/")}
-        return positions, runs
+        digests = {key.removeprefix("digest/"): value.decode() for key, value in default.scan("digest/")}
+        return positions, runs, digests
 
     def _forget(self) -> None:
         """Delete what earlier runs of this plan committed: its steps' state and the source positions."""
-        prefixes = {"default": ["source/", "run/"]}
+        prefixes = {"default": ["source/", "run/", "digest/"]}
         for step in self.steps:
             prefixes.setdefault(step.store_name, []).append(step_prefix(step.id))
         for name, wanted in prefixes.items():
             store = self.stores[name]
             store.apply({key: None for prefix in wanted for key, _ in store.scan(prefix)})
 
-    def commit(self, positions: Mapping[str, int], runs: Mapping[str, str]) -> None:
+    def commit(self, positions: Mapping[str, int], runs: Mapping[str, str], digests: Mapping[str, str]) -> None:
         """Commit every step's changes (and the positions) to their stores, one transaction per store."""
         writes: dict[str, dict[str, bytes | None]] = {name: {} for name in self.stores}
         for step in self.steps:
@@ -83,6 +84,8 @@ class StateRuntime:
             writes["default"][f"source/{source_id}"] = str(n).encode()
         for source_id, run_id in runs.items():
             writes["default"][f"run/{source_id}"] = run_id.encode()
+        for source_id, digest in digests.items():
+            writes["default"][f"digest/{source_id}"] = digest.encode()
         for name, batch in writes.items():
             store = self.stores[name]
             if batch and store.durable:

@@ -70,11 +70,19 @@ def parse(text: str) -> Any:
         detail = str(exc).split("\n")[0]
         errors = getattr(exc, "errors", None)
         if errors:
-            detail = f"{errors[0].get('description', detail)} at column {errors[0].get('col', '?')}"
+            detail = f"{_plain(errors[0].get('description', detail))} at column {errors[0].get('col', '?')}"
         raise ConfigError(f"the expression {text!r} does not parse: {detail}") from None
     if tree is None or isinstance(tree, exp.Select | exp.Query | exp.Command):
         raise ConfigError(f"expected an SQL expression, found {text!r}")
     return tree
+
+
+def _plain(description: str) -> str:
+    """A parser message in the user's terms: sqlglot's ``Required keyword: 'expression' missing for <class ...>``
+    means an operator without its operand."""
+    if "missing for <class" in description or description.startswith("Required keyword"):
+        return "an operand is missing (an operator or function without its argument)"
+    return re.sub(r"<class '[\w.]+'>", "an expression", description)
 
 
 def compile_expression(text: str) -> Expression:

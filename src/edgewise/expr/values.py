@@ -238,25 +238,40 @@ def is_number(v: Any) -> bool:
 
 
 def numeric(v: Any, what: str) -> int | float | Decimal:
-    """A number for arithmetic: strings are implicitly cast to DOUBLE (ANSI), other types are a mismatch."""
+    """A number for a unary operator or a math function: text is implicitly cast to DOUBLE (ANSI), other types
+    are a mismatch."""
     if isinstance(v, int | float | Decimal) and not isinstance(v, bool):
         return v
     if isinstance(v, str):
-        s = v.strip()
-        if _INT_TEXT.match(s):
-            return check_long(int(s))
         d = to_double(v)
         assert d is not None
         return d
     raise mismatch(what, v)
 
 
+def _with_text(text: str, other: Any, what: str) -> tuple[Any, Any]:
+    """Spark's (ANSI) implicit cast of text meeting a number in a binary operator or a comparison: to BIGINT
+    against an integer (``'2.5' + 1`` fails, ``'7' / 2`` is 3.5), to DOUBLE against a DOUBLE or DECIMAL (the other
+    side becomes DOUBLE too). Text against text, or anything else, is a type mismatch."""
+    if isinstance(other, bool) or not isinstance(other, int | float | Decimal):
+        raise mismatch(what, text, other)
+    if isinstance(other, int):
+        return to_long(text), other
+    return to_double(text), float(other)
+
+
 # ---------------------------------------------------------------- arithmetic
 
 
 def _coerce_pair(a: Any, b: Any, what: str) -> tuple[Any, Any]:
-    a = numeric(a, what)
-    b = numeric(b, what)
+    if a.__class__ is str:
+        a, b = _with_text(a, b, what)
+    elif b.__class__ is str:
+        b, a = _with_text(b, a, what)
+    if isinstance(a, bool) or not isinstance(a, int | float | Decimal):
+        raise mismatch(what, a, b)
+    if isinstance(b, bool) or not isinstance(b, int | float | Decimal):
+        raise mismatch(what, a, b)
     if isinstance(a, float) or isinstance(b, float):
         return float(a), float(b)
     if isinstance(a, Decimal) or isinstance(b, Decimal):
@@ -387,9 +402,10 @@ def compare(a: Any, b: Any) -> int | None:
             return int(fa > fb) - int(fa < fb)
         return int(a > b) - int(a < b)
     if isinstance(a, str) and is_number(b):
-        return compare(numeric(a, "comparison"), b)
+        return compare(*_with_text(a, b, "comparison"))
     if is_number(a) and isinstance(b, str):
-        return compare(a, numeric(b, "comparison"))
+        y, x = _with_text(b, a, "comparison")
+        return compare(x, y)
     if isinstance(a, bool) and isinstance(b, str):
         return compare(a, to_boolean(b))
     if isinstance(a, str) and isinstance(b, bool):

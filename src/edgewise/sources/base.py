@@ -26,13 +26,18 @@ if TYPE_CHECKING:
     from edgewise.daemon.queue import Append
 
 
+def new_run_id() -> str:
+    """A fresh id for one reading of an input without an identity of its own (stdin), as event ids carry it."""
+    return secrets.token_hex(6)
+
+
 class SourceContext:
     def __init__(self, clock: Clock, malformed: Callable[[str], None], batch_size: int = 1024,
                  run_id: str | None = None) -> None:
         self.clock = clock
         self.malformed = malformed
         self.batch_size = batch_size
-        self.run_id = run_id or secrets.token_hex(6)
+        self.run_id = run_id or new_run_id()
         """Identifies this reading of an input that has no identity of its own (stdin) in event ids. A run that
         resumes from a state store gets the interrupted run's id back, so replayed events keep their ids."""
 

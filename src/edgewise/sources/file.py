@@ -1,7 +1,11 @@
 """``file``: events from files: NDJSON, JSON, CSV, Apache/NCSA logs, regex-parsed lines or HFP recordings.
 
-``path`` may be a file, a directory (its files in name order) or a glob. Ids are ``<source id>:<file name>:<line>``,
-stable across runs.
+``path`` may be a file, a directory (its files in name order) or a glob. Ids are ``<source id>:<name>:<line>``,
+stable across runs, where the name is the file's path relative to the fixed part of ``path`` (the directory, or
+the glob's directories before the first wildcard): ``recordings/*/hfp.dump`` names its files ``2020-05-29/hfp.dump``
+and so on, so same-named files in different directories never share ids. A single file is named by its base name.
+NDJSON spool envelopes (``{"id", "event_time", "source", "payload"}``, what ``envelope: true`` sinks write) give
+their event with the envelope's id and event time, as on Spark.
 """
 
 from __future__ import annotations
@@ -83,10 +87,24 @@ class FileSource(Source):
             raise SourceError(f"source {self.id}: no file matches {self.config.path!r}")
         return found
 
+    def root(self) -> str:
+        """The fixed part of ``path``: the directory names are relative to."""
+        if os.path.isdir(self.pattern):
+            return self.pattern
+        if os.path.exists(self.pattern) or not glob.has_magic(self.pattern):
+            return os.path.dirname(self.pattern)
+        parts = self.pattern.split(os.sep)
+        fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+        return os.sep.join(parts[:fixed]) or os.curdir
+
+    def name(self, path: str, root: str) -> str:
+        """A file's name in event ids: its path relative to ``root``, with ``/`` between directories."""
+        return os.path.relpath(path, root).replace(os.sep, "/")
+
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
+        root = self.root()
         for path in self.files():
-            name = os.path.basename(path)
-            prefix = f"{self.id}:{name}:"
+            prefix = f"{self.id}:{self.name(path, root)}:"
             with open(path, "rb") as fh:
                 if self.config.format == "json":
                     try:

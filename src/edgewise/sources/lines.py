@@ -8,13 +8,15 @@ from typing import IO
 from edgewise.errors import SourceError
 from edgewise.events import Batch
 from edgewise.sources.base import SourceContext
+from edgewise.sources.envelope import unwrap_envelopes
 from edgewise.sources.formats import LineDecoder, Payload, decode_ndjson, ndjson_batch
 
 
 def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: str, decoder: LineDecoder | None,
                  ctx: SourceContext) -> Iterator[Batch]:
     """Read lines, decode each (NDJSON when ``decoder`` is None), yield batches. Blank lines are ignored;
-    malformed ones are reported as ``<where>:<line>: <problem>`` and skipped.
+    malformed ones are reported as ``<where>:<line>: <problem>`` and skipped. NDJSON spool envelopes give their
+    event, with its id and event time (``sources/envelope.py``).
 
     The fast path decodes a whole chunk of lines at once and numbers them with a ``range``; only a chunk that
     holds a blank or bad line is redone line by line.
@@ -25,11 +27,12 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
         first += len(lines)
         payloads = ndjson_batch(lines) if decoder is None else None
         if payloads is not None:
-            yield make_batch(payloads, numbers, source_id, id_prefix, ctx)
+            yield unwrap_envelopes(make_batch(payloads, numbers, source_id, id_prefix, ctx))
             continue
         payloads, offsets = _decode_each(lines, numbers, where, decoder, ctx)
         if payloads:
-            yield make_batch(payloads, offsets, source_id, id_prefix, ctx)
+            batch = make_batch(payloads, offsets, source_id, id_prefix, ctx)
+            yield batch if decoder is not None else unwrap_envelopes(batch)
 
 
 def _line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:

@@ -19,7 +19,16 @@ from edgewise.engine.context import RunContext
 from edgewise.events import Batch
 from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
 from edgewise.steps.annotate import set_path, split_path
-from edgewise.steps.stateful import KeyColumns, KeySpec, StatefulConfig, StatefulStep, key_text
+from edgewise.steps.stateful import (
+    FAILURES,
+    KeyColumns,
+    KeySpec,
+    StatefulConfig,
+    StatefulStep,
+    fail_some,
+    key_text,
+    keys_and_rows,
+)
 
 
 class AggregateConfig(StatefulConfig):
@@ -48,20 +57,25 @@ class AggregateStep(StatefulStep):
         self.dirty.clear()
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
-        key_of = self.keys.of
         payloads = batch.payloads
-        keys = [key_of(p) for p in payloads]  # evaluate first: an error leaves the state untouched
-        rows = self.aggs.rows(payloads)
-        out = []
         aggs = self.aggs
+        # evaluate first: an event whose key or argument fails is left out before any state changed
+        keys, rows, failures = keys_and_rows(self.keys, aggs, payloads)
+        out = []
+        kept = [True] * len(payloads)
         for i, (payload, key) in enumerate(zip(payloads, keys, strict=True)):
-            accs = self.groups.get(key)
-            if accs is None:
-                accs = self.groups[key] = aggs.init()
-            aggs.add(accs, None if rows is None else rows[i])
+            if i not in failures:
+                try:
+                    accs = aggs.added(self.groups.get(key) or aggs.init(), None if rows is None else rows[i])
+                except FAILURES as exc:
+                    failures[i] = exc
+            if i in failures:
+                kept[i] = False
+                continue
+            self.groups[key] = accs
             self.dirty.add(key)
             out.append(set_path(payload, self.into, aggs.results(accs)))
-        return batch.replace(out)
+        return fail_some(batch.select(kept).replace(out) if failures else batch.replace(out), failures)
 
     def changes(self) -> dict[str, bytes | None]:
         changed: dict[str, bytes | None] = {}

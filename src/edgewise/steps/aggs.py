@@ -5,6 +5,11 @@ Each is an accumulator with ``add`` (one value), ``merge`` (two accumulators: se
 ``result``; accumulators are plain JSON-able values so they can be committed to a state store and read back.
 NULL arguments are ignored, as in SQL (``count()`` counts rows, ``count(x)`` non-NULL values).
 
+Numbers combine as Spark combines them: BIGINT with DECIMAL gives DECIMAL, either with DOUBLE gives DOUBLE, a
+BIGINT sum that overflows fails. ``sum`` and ``avg`` cast a string argument to DOUBLE (Spark's implicit cast in
+ANSI mode: ``'30.4'`` counts, ``'oops'`` fails the event); a boolean or other non-number fails the event. The
+argument is converted when the row is evaluated (``Aggregates.rows``), before any state changes.
+
 >>> spec = parse_agg("avg(speed * 2)")
 >>> spec.function, spec.argument.sql
 ('avg', 'speed * 2')
@@ -59,9 +64,9 @@ class AggSpec:
         if value is None:
             return acc
         if f == "sum":
-            return _number(value, "sum") if acc is None else acc + _number(value, "sum")
+            return value if acc is None else V.add(acc, value)
         if f == "avg":
-            return [acc[0] + _number(value, "avg"), acc[1] + 1]
+            return [V.add(acc[0], value), acc[1] + 1]
         if f == "min":
             return value if acc is None or _less(value, acc) else acc
         if f == "max":
@@ -79,10 +84,10 @@ class AggSpec:
             if a is None or b is None:
                 return b if a is None else a
             if f == "sum":
-                return a + b
+                return V.add(a, b)
             return (a if not _less(b, a) else b) if f == "min" else (a if not _less(a, b) else b)
         if f == "avg":
-            return [a[0] + b[0], a[1] + b[1]]
+            return [V.add(a[0], b[0]), a[1] + b[1]]
         merged = dict(a)
         for k, n in b.items():
             merged[k] = merged.get(k, 0) + n
@@ -111,22 +116,31 @@ class Aggregates:
 
     def __init__(self, aggs: dict[str, str]) -> None:
         self.specs = [(name, parse_agg(text)) for name, text in aggs.items()]
-        self._args = [spec.argument.evaluate if spec.argument else None for _, spec in self.specs]
+        self._args = [_converted(spec) for _, spec in self.specs]
+        self.has_arguments = any(self._args)
         self.counts_only = all(spec.function == "count" and spec.argument is None for _, spec in self.specs)
         """Every aggregate is ``count()``: accumulators are plain counters (the hot loop adds 1)."""
 
     def rows(self, payloads: list[Any]) -> list[list[Any]] | None:
         """Each payload's argument values (``None`` when no aggregate has an argument)."""
-        if not any(self._args):
+        if not self.has_arguments:
             return None
         return [[None if fn is None else fn(p) for fn in self._args] for p in payloads]
+
+    def row(self, payload: Any) -> list[Any] | None:
+        """One payload's argument values (raises ``EvalError`` as ``rows`` would)."""
+        if not self.has_arguments:
+            return None
+        return [None if fn is None else fn(payload) for fn in self._args]
 
     def init(self) -> list[Any]:
         return [spec.init() for _, spec in self.specs]
 
-    def add(self, accs: list[Any], row: list[Any] | None) -> None:
-        for j, (_, spec) in enumerate(self.specs):
-            accs[j] = spec.add(accs[j], None if row is None else row[j])
+    def added(self, accs: list[Any], row: list[Any] | None) -> list[Any]:
+        """The accumulators after one more row, as a new list: an error (a BIGINT sum overflowing, values that
+        do not compare) leaves ``accs`` as they were."""
+        return [spec.add(acc, None if row is None else row[j])
+                for j, ((_, spec), acc) in enumerate(zip(self.specs, accs, strict=True))]
 
     def merge(self, a: list[Any], b: list[Any]) -> list[Any]:
         return [spec.merge(x, y) for (_, spec), x, y in zip(self.specs, a, b, strict=True)]
@@ -168,7 +182,28 @@ AggExpr = Annotated[
 ]
 
 
+def _converted(spec: AggSpec) -> Any:
+    """The function giving a payload's argument value as the aggregate takes it (``None``: no argument)."""
+    if spec.argument is None:
+        return None
+    evaluate = spec.argument.evaluate
+    if spec.function not in ("sum", "avg"):
+        return evaluate
+    what = spec.function
+
+    def number(payload: Any) -> Any:
+        value = evaluate(payload)
+        return None if value is None else _number(value, what)
+
+    return number
+
+
 def _number(value: Any, what: str) -> int | float | Decimal:
+    """A ``sum``/``avg`` argument: numbers as they are, strings cast to DOUBLE (ANSI: an invalid one fails)."""
+    if isinstance(value, str):
+        number = V.to_double(value)
+        assert number is not None
+        return number
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
         raise EvalError("DATATYPE_MISMATCH", f"{what}() needs numbers, found {V.type_name(value)} {value!r}")
     return value

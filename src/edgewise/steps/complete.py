@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 import orjson
 from pydantic import Field, model_validator
 
-from edgewise.config.models import Expr
+from edgewise.config.models import Condition, Expr
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
@@ -43,7 +43,7 @@ class CompleteConfig(StatefulConfig):
 
     key: Expr = Field(description="the join value, e.g. \"coalesce(head_commit.id, deployment.sha, sha)\"; "
                       "events where it is NULL pass through")
-    parts: dict[str, Expr] = Field(min_length=2, description="part name -> condition; an event is that part "
+    parts: dict[str, Condition] = Field(min_length=2, description="part name -> condition; an event is that part "
                                    "where the condition is TRUE (it may be several parts)")
     timeout: Duration = Field(description="how long after its first part a completion may stay open")
     into: str = Field(description="field receiving {status, key, seen, missing, parts}")

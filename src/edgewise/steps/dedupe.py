@@ -5,8 +5,8 @@
 The first event of a key is kept and remembered with its event time; a later (or earlier, out of order) event
 of the same key whose event time is less than ``within`` away is dropped. A key is forgotten once the watermark
 (largest event time seen minus ``watermark``) is ``within`` past its time, so state stays bounded. Events whose
-key is NULL are never duplicates. On Spark this is ``dropDuplicatesWithinWatermark`` (whose window is the
-watermark delay itself; a deliberate difference).
+key is NULL are never duplicates. On Spark the same step runs per key in keyed state, with a timer per
+remembered key at its time + ``within`` on the query's watermark (``engine/spark/keyed.py``).
 """
 
 from __future__ import annotations
@@ -83,6 +83,16 @@ class DedupeStep(StatefulStep):
             if first is not None and first + self.within == until:
                 del seen[text]
                 self.dirty.add(text)
+
+    def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
+        """The watermark is at ``now_us``: forget the keys it has passed (for engines that keep the timers
+        themselves). Nothing is emitted."""
+        self._expire(now_us)
+        return None
+
+    def deadlines(self) -> list[int]:
+        """When each remembered key may be forgotten (µs of event time)."""
+        return [t + self.within for t in self.seen.values()]
 
     def changes(self) -> dict[str, bytes | None]:
         changed: dict[str, bytes | None] = {}

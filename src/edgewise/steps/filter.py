@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from edgewise.config.models import Expr, StepConfig
+from edgewise.config.models import Condition, StepConfig
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
@@ -22,13 +22,13 @@ from edgewise.steps.base import Step
 class FilterConfig(StepConfig):
     """Keep events where ``where`` is TRUE."""
 
-    where: Expr = Field(description="condition; events where it is FALSE or NULL are dropped")
+    where: Condition = Field(description="condition; events where it is FALSE or NULL are dropped")
 
 
 class GateConfig(StepConfig):
     """Continue this pipeline only for events where ``where`` is TRUE."""
 
-    where: Expr = Field(description="condition; the pipeline stops for events where it is FALSE or NULL")
+    where: Condition = Field(description="condition; the pipeline stops for events where it is FALSE or NULL")
 
 
 class FilterStep(Step):

@@ -6,6 +6,11 @@ it changed (``changes``) and commits them, together with the input position, in 
 it gives the step back what was committed (``restore``). A killed run therefore resumes from its last commit and
 replays the events after it; results carry deterministic ids, so an idempotent sink sees each result once.
 
+An event that fails (its key or an aggregate's argument does not evaluate, a sum overflows) changes no state:
+a step evaluates everything a batch needs before it changes anything, and where that fails it evaluates event
+by event, processes the others and raises ``EventsFailed`` for the failed ones (``fail_some``). The engine then
+applies ``on_error`` to those alone; it never re-runs a stateful step on events it already counted.
+
 Time never comes from the wall clock here. Event-time logic reads each event's time from the batch; a step's
 watermark is the largest event time it has seen minus its ``watermark`` delay. Processing-time timers are driven
 by the engine through ``advance(now_us)`` with its injected clock. ``finish`` is called when the input ends
@@ -22,9 +27,10 @@ import orjson
 from pydantic import Field
 
 from edgewise.config.models import Expr, StepConfig
+from edgewise.errors import EvalError, EventsFailed, StepError
 from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
-from edgewise.steps.aggs import encode_value
+from edgewise.steps.aggs import Aggregates, encode_value
 from edgewise.steps.base import Step
 
 if TYPE_CHECKING:
@@ -130,6 +136,44 @@ class _Untracked(set[Any]):
 
     def add(self, item: Any) -> None:
         pass
+
+
+FAILURES = (EvalError, StepError)
+
+Failures = dict[int, EvalError | StepError]
+"""Failed events of a batch: position in the batch -> error."""
+
+
+def evaluate_each(payloads: list[Payload], evaluate: Any) -> tuple[list[Any], Failures]:
+    """``evaluate(payload)`` for each payload, with the failures apart (their value is ``None``)."""
+    values: list[Any] = []
+    failures: Failures = {}
+    for i, payload in enumerate(payloads):
+        try:
+            values.append(evaluate(payload))
+        except FAILURES as exc:
+            values.append(None)
+            failures[i] = exc
+    return values, failures
+
+
+def keys_and_rows(keys: KeyColumns, aggs: Aggregates, payloads: list[Payload]
+                  ) -> tuple[list[tuple[Any, ...]], list[list[Any]] | None, Failures]:
+    """Each payload's group key and aggregate arguments, evaluated before any state changes: for the whole batch
+    at once, or, where that fails, event by event with the failed events apart (key ``()``, no arguments)."""
+    try:
+        return keys.many(payloads), aggs.rows(payloads), {}
+    except FAILURES:
+        inputs, failures = evaluate_each(payloads, lambda p: (keys.of(p), aggs.row(p)))
+    rows = [x[1] if x is not None else [] for x in inputs] if aggs.has_arguments else None
+    return [x[0] if x is not None else () for x in inputs], rows, failures
+
+
+def fail_some(output: Batch, failures: Failures) -> Batch:
+    """``output``, or ``EventsFailed`` with it when some events failed (see the module docstring)."""
+    if failures:
+        raise EventsFailed(output, dict(sorted(failures.items())))
+    return output
 
 
 Record = tuple[Payload, str, int]

@@ -35,12 +35,16 @@ from edgewise.expr import values as V
 from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
 from edgewise.steps.stateful import (
     END_OF_TIME,
+    FAILURES,
+    Failures,
     KeyColumns,
     KeySpec,
     Record,
     StatefulConfig,
     StatefulStep,
+    fail_some,
     key_text,
+    keys_and_rows,
     records_batch,
 )
 
@@ -128,22 +132,28 @@ class WindowStep(StatefulStep):
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
         payloads = batch.payloads
-        # evaluate everything first: an expression error fails the batch before any state changed, so the engine
-        # can re-run it event by event without counting anything twice
-        keys = self.keys.many(payloads)
-        values = self.aggs.rows(payloads)
+        # evaluate everything first: an event whose key or argument fails is left out before any state changed
+        keys, values, failures = keys_and_rows(self.keys, self.aggs, payloads)
         out: list[Record] = []
         if self.config.tumbling is not None:
-            late = self._tumbling(keys, values, batch.event_times, out)
+            late = self._tumbling(keys, values, batch.event_times, out, failures)
             if late is not None:
                 self._late(batch, late, ctx)
-            return self._results(out, ctx)
+            return fail_some(self._results(out, ctx), failures)
         late = []
         times = batch.event_times
         for i, key in enumerate(keys):
+            if i in failures:
+                late.append(False)
+                continue
             t = times[i]
             row = values[i] if values is not None else None
-            accepted = self._add_session(t, key, row, out) if self.sessions else self._add(t, key, row, out)
+            try:
+                accepted = self._add_session(t, key, row, out) if self.sessions else self._add(t, key, row, out)
+            except FAILURES as exc:
+                failures[i] = exc
+                late.append(False)
+                continue
             late.append(not accepted)
             if t > self.max_time:
                 self.max_time = t
@@ -151,19 +161,23 @@ class WindowStep(StatefulStep):
                     self._fire(t - self.delay, out)
         if any(late):
             self._late(batch, late, ctx)
-        return self._results(out, ctx)
+        return fail_some(self._results(out, ctx), failures)
 
     def _tumbling(self, keys: list[tuple[Any, ...]], rows: list[list[Any]] | None, times: list[int],
-                  out: list[Record]) -> list[bool] | None:
+                  out: list[Record], failures: Failures) -> list[bool] | None:
         """``_add`` + watermark for tumbling windows, inlined: the hot loop of most windowed pipelines. Returns
-        the late mask, or ``None`` when nothing was late."""
+        the late mask, or ``None`` when nothing was late. Events in ``failures`` are passed over; an event whose
+        aggregates fail to update is added to them (and changes nothing)."""
         size, lateness, delay, final = self.size, self.lateness, self.delay, self.final
         windows = self.windows
         dirty_add = self.dirty.add
         counts_only = self.aggs.counts_only
+        added = self.aggs.added
         late: list[bool] | None = None
         max_time = self.max_time
         for i, key in enumerate(keys):
+            if failures and i in failures:
+                continue
             t = times[i]
             start = t - t % size
             if start + size + lateness <= max_time - delay:
@@ -173,15 +187,25 @@ class WindowStep(StatefulStep):
             else:
                 slot = (start, key)
                 window = windows.get(slot)
-                if window is None:
-                    window = windows[slot] = _Window(start, start + size, key, self.aggs.init())
-                    self._timer(start + size, window)
                 if counts_only:
+                    if window is None:
+                        window = windows[slot] = _Window(start, start + size, key, self.aggs.init())
+                        self._timer(start + size, window)
                     accs = window.accs
                     for j in range(len(accs)):
                         accs[j] += 1
                 else:
-                    self._update(window, None if rows is None else rows[i])
+                    try:
+                        accs = added(window.accs if window is not None else self.aggs.init(),
+                                     None if rows is None else rows[i])
+                    except FAILURES as exc:
+                        failures[i] = exc
+                        continue
+                    if window is None:
+                        window = windows[slot] = _Window(start, start + size, key, accs)
+                        self._timer(start + size, window)
+                    else:
+                        window.accs = accs
                 dirty_add(slot)
                 if not final or window.revision:
                     out.append(self._result(window))
@@ -192,43 +216,46 @@ class WindowStep(StatefulStep):
         return late
 
     def _add(self, t: int, key: tuple[Any, ...], row: list[Any] | None, out: list[Record]) -> bool:
+        """Add an event to every window it falls in (sliding: several). The new accumulators of all of them are
+        computed before any is changed, so an error leaves every window as it was."""
         watermark = self.max_time - self.delay
-        last_start = t - t % self.slide
-        accepted = False
-        start = last_start
+        updates: list[tuple[int, int, _Window | None, list[Any]]] = []
+        start = t - t % self.slide
         while start + self.size > t:
             end = start + self.size
             if end + self.lateness > watermark:
-                accepted = True
-                slot = (start, key)
-                window = self.windows.get(slot)
-                if window is None:
-                    window = self.windows[slot] = _Window(start, end, key, self.aggs.init())
-                    self._timer(end, window)
-                self._update(window, row)
-                self.dirty.add(slot)
-                if not self.final or window.revision:
-                    out.append(self._result(window))
+                window = self.windows.get((start, key))
+                updates.append((start, end, window, self.aggs.added(
+                    window.accs if window is not None else self.aggs.init(), row)))
             start -= self.slide
-        return accepted
+        for start, end, window, accs in updates:
+            slot = (start, key)
+            if window is None:
+                window = self.windows[slot] = _Window(start, end, key, accs)
+                self._timer(end, window)
+            else:
+                window.accs = accs
+            self.dirty.add(slot)
+            if not self.final or window.revision:
+                out.append(self._result(window))
+        return bool(updates)
 
     def _add_session(self, t: int, key: tuple[Any, ...], row: list[Any] | None, out: list[Record]) -> bool:
         watermark = self.max_time - self.delay
         start, end = t, t + self.size
         if end + self.lateness <= watermark:
             return False
-        sessions = self.by_key.setdefault(key, [])
-        merged = _Window(start, end, key, self.aggs.init())
-        self._update(merged, row)
-        keep = []
-        for s in sessions:
-            if s.start <= merged.end and merged.start <= s.end:
-                merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
-                merged.accs = self.aggs.merge(merged.accs, s.accs)
-                merged.revision = max(merged.revision, s.revision)
-                s.alive = False
-            else:
-                keep.append(s)
+        sessions = self.by_key.get(key, [])
+        # the merged session is computed whole before any session changes: an error leaves them as they were
+        merged = _Window(start, end, key, self.aggs.added(self.aggs.init(), row))
+        overlapping = [s for s in sessions if s.start <= merged.end and merged.start <= s.end]
+        for s in overlapping:
+            merged.start, merged.end = min(merged.start, s.start), max(merged.end, s.end)
+            merged.accs = self.aggs.merge(merged.accs, s.accs)
+            merged.revision = max(merged.revision, s.revision)
+        for s in overlapping:
+            s.alive = False
+        keep = [s for s in sessions if s.alive]
         keep.append(merged)
         keep.sort(key=lambda w: w.start)
         self.by_key[key] = keep
@@ -237,9 +264,6 @@ class WindowStep(StatefulStep):
         if not self.final or merged.revision:
             out.append(self._result(merged))
         return True
-
-    def _update(self, window: _Window, row: list[Any] | None) -> None:
-        self.aggs.add(window.accs, row)
 
     def _timer(self, at: int, window: _Window) -> None:
         self.seq += 1

@@ -47,15 +47,8 @@ def _reason(plan: Plan, case: FixtureCase, pipeline_id: str) -> str | None:
     for step in steps:
         if step.kind == "window" and cast("WindowConfig", step.config).allowed_lateness:
             return "allowed_lateness has no Spark equivalent"
-        if step.kind == "dedupe":
-            return ("dedupe is dropDuplicatesWithinWatermark on Spark: a key is remembered until the watermark passes "
-                    "its first time + within, so a repeat more than `within` later can still be dropped (locally "
-                    "|t - first| < within decides); its own Spark tests cover it")
     if case.expect_failures:
         return "on Spark an event failing a step with on_error: fail stops the query (it restarts from its checkpoint)"
-    for counter in case.expect_counters:
-        if counter.rsplit(".", 1)[-1] not in COUNTERS:
-            return f"the counter {counter} is not reported by Spark"
     return None
 
 
@@ -90,8 +83,11 @@ def run_case_on_spark(spark: SparkSession, plan: Plan, case: FixtureCase, file: 
         if sink_id not in plan.sinks:
             problems.append(f"expect_sinks names {sink_id!r}, which is not a sink of the pipeline file")
             continue
-        _compare(problems, f"sink {sink_id}", by_value(sinks.get(sink_id, [])), by_value(expected))
+        _compare(problems, f"sink {sink_id}", by_value(_without_messages(sinks.get(sink_id, []))),
+                 by_value(_without_messages(expected)))
     for counter, expected_n in case.expect_counters.items():
+        if counter.rsplit(".", 1)[-1] not in COUNTERS:
+            continue  # Spark does not report it: the case's output is still compared
         got = counters.get(counter, 0)
         if got != expected_n:
             problems.append(f"counter {counter}: expected {expected_n}, got {got} (counters: {counters})")
@@ -148,11 +144,25 @@ def _run(spark: SparkSession, plan: Plan, case: FixtureCase, pipeline_id: str,
     return outputs, sinks, counters
 
 
+def _without_messages(records: list[Any]) -> list[Any]:
+    """Dead letters with their error class but not its message: on Spark the message is the class's own words
+    (``sql.ERROR_MESSAGES``), locally it names the value (docs/spark.md, known differences)."""
+    out = []
+    for record in records:
+        error = record.get("error") if isinstance(record, dict) else None
+        if isinstance(error, dict) and "type" in error:
+            record = {**record, "error": {k: v for k, v in error.items() if k != "message"}}
+        out.append(record)
+    return out
+
+
 def by_value(value: Any) -> Any:
     """Numbers compared by value: Spark's ``parse_json`` keeps a JSON number exactly but reads ``-5.0`` as the
-    decimal ``-5``, which it writes back as ``-5`` (docs/spark.md, known differences)."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    decimal ``-5``, which it writes back as ``-5``; and where the local engine computes in DOUBLE what Spark
+    computes in DECIMAL (a JSON ``1.5`` is a DOUBLE locally, a DECIMAL in a VARIANT) the last digit can differ,
+    so fractions are compared to 12 significant digits (docs/spark.md, known differences)."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else float(f"{value:.12g}")
     if isinstance(value, list):
         return [by_value(v) for v in value]
     if isinstance(value, dict):

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
-from edgewise.engine.spark.keyed import compile_aggregate, compile_complete
+from edgewise.engine.spark.keyed import compile_aggregate, compile_complete, compile_dedupe
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
@@ -37,7 +37,7 @@ from edgewise.engine.spark.sources import (
 )
 from edgewise.engine.spark.sql import to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
-from edgewise.engine.spark.windows import compile_dedupe, compile_window
+from edgewise.engine.spark.windows import compile_window
 from edgewise.errors import ConfigError, EdgewiseError
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ class SparkJob:
                 watermarked = step.id
             if step.kind == "window":
                 window = cast("WindowStep", step)
-                routes_from = None if routing else source
+                routes_from = None if routing or step_routes(self.plan, step) else source
                 if window_marker:  # the routed rows are malformed lines, counted on the window's input, and the
                     # marker: its spool is all the routed branch reads (not the input a second time)
                     routes_from = self._end_frame(pipeline.id)
@@ -270,7 +270,7 @@ class SparkJob:
                 if routed is not None:
                     side.append(routed)
             elif step.kind == "dedupe":
-                stage = compile_dedupe(stage, cast("DedupeStep", step))
+                stage = compile_dedupe(stage, cast("DedupeStep", step), self.plan, self.options.now_us)
             elif step.kind in STATELESS:
                 stage = compile_stateless(stage, step)
             elif step.kind == "aggregate":
@@ -407,8 +407,8 @@ def _window_reads_marker(plan: Plan, pipeline: PipelinePlan) -> bool:
     """The pipeline's window has no step before it that can route and no late sink: its routed branch reads just
     the end-of-input marker (the malformed lines are counted on its input)."""
     for step in pipeline.steps:
-        if step.kind == "window":
-            return bool(getattr(step.config, "late", "drop") == "drop")
+        if step.kind == "window":  # its own routes: late events, dead letters of events its key or aggs failed on
+            return not step_routes(plan, step)
         if step_routes(plan, step):
             return False
     return False

@@ -1,5 +1,5 @@
-"""``aggregate`` and ``complete`` on Spark: keyed state with ``transformWithStateInPandas``, running the local
-engine's own step.
+"""``aggregate``, ``complete`` and ``dedupe`` on Spark: keyed state with ``transformWithStateInPandas``, running
+the local engine's own step.
 
 Spark has no operator that writes a group's running values onto each event (``aggregate``) or joins a key's parts
 with a timeout (``complete``), so the events are grouped by the step's key (computed natively), and for each key
@@ -15,6 +15,10 @@ no event of its key arrives; and before a key's events are run, the completions 
 out first, as locally, where time moves after every event. Spark drops rows older than the watermark before an
 event-time ``transformWithState``; a late part is still a part locally, so the rows go in with their event
 time no longer marked as the watermark column.
+
+``dedupe`` keeps each remembered key with an event-time timer at its time + ``within`` (the step's ``watermark``
+is the query's delay); the timer forgets it. Within a micro-batch a key's events are taken in event-time order,
+then by id, so the event kept is the first by event time (``dropDuplicatesWithinWatermark`` would keep any one).
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ import orjson
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.python_steps import batch_rows, run_local_step
-from edgewise.engine.spark.sql import SOURCE, to_guarded_sql, to_spark_sql
+from edgewise.engine.spark.sql import SOURCE, to_guarded_sql
 from edgewise.engine.spark.steps import Stage
 from edgewise.engine.spark.windows import interval
 
 if TYPE_CHECKING:
     from edgewise.steps.aggregate import AggregateStep
     from edgewise.steps.complete import CompleteStep
+    from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.stateful import StatefulStep
 
 OUTPUT = "id STRING, event_time TIMESTAMP, source STRING, payload STRING, route STRING, record STRING"
@@ -156,10 +161,10 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
     return LocalStepProcessor()
 
 
-def _run_keyed(stage: Stage, step: StatefulStep, into: str, group: str, plan: Any, now_us: int | None,
+def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, plan: Any, now_us: int | None,
                time_mode: str = NO_TIME, watermark_us: int = 0) -> Stage:
-    """The live rows through the local ``step`` (which writes ``into``), grouped by the SQL ``group`` (a
-    string), with ``time_mode`` timers; routed rows pass."""
+    """The live rows through the local ``step`` (which writes ``into``, where given), grouped by the SQL
+    ``group`` (a string), with ``time_mode`` timers; routed rows pass."""
     from pyspark.sql import functions as f
 
     from edgewise.engine.local import _base
@@ -180,7 +185,8 @@ def _run_keyed(stage: Stage, step: StatefulStep, into: str, group: str, plan: An
         "id", "event_time", "source",
         f.expr("CASE WHEN route = '' THEN parse_json(payload) END").alias(SOURCE),
         f.col("route").alias("_to"), f.col("record").alias("_record")).unionByName(routed)
-    stage.types.drop(into.split("."))
+    if into is not None:
+        stage.types.drop(into.split("."))
     stage.types.fresh_source()
     return Stage(frame, stage.types, stage.pipeline, stage.now_sql)
 
@@ -192,7 +198,8 @@ def _group(keys: list[str]) -> str:
 
 
 def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int | None) -> Stage:
-    keys = [to_spark_sql(text, stage.types) for text in step.keys.texts]
+    # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
+    keys = [to_guarded_sql(text, stage.types)[0] for text in step.keys.texts]
     return _run_keyed(stage, step, step.config.into, _group(keys), plan, now_us)
 
 
@@ -202,3 +209,10 @@ def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | 
     key, _ = to_guarded_sql(config.key, stage.types)
     time_mode = EVENT_TIME if config.time == "event" else PROCESSING_TIME
     return _run_keyed(stage, step, config.into, _group([key]), plan, now_us, time_mode, config.watermark)
+
+
+def compile_dedupe(stage: Stage, step: DedupeStep, plan: Any, now_us: int | None) -> Stage:
+    config = step.config
+    # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
+    key, _ = to_guarded_sql(config.key, stage.types)
+    return _run_keyed(stage, step, None, _group([key]), plan, now_us, EVENT_TIME, config.watermark)

@@ -278,8 +278,15 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             variant, path, type_ = node.expressions
             v, ev = _guard(variant)
             safe = _node(f"try_variant_get({_sql(v)}, {_sql(path)}, {_sql(type_)})")
-            own = _error_if(f"{_sql(v)} IS NOT NULL AND NOT is_variant_null({_sql(v)}) AND {_sql(safe)} IS NULL",
-                            "INVALID_VARIANT_CAST")
+            # an error only where the field holds a value that does not cast: a missing field and a JSON null
+            # are NULL, not errors
+            found = f"try_variant_get({_sql(v)}, {_sql(path)}, 'variant')"
+            # text that does not cast is Spark's (and the local engine's) CAST_INVALID_INPUT, as for a STRING
+            # column; other values that do not fit the type are the VARIANT's own error
+            error_class = (f"CASE WHEN schema_of_variant({found}) = 'STRING' THEN 'CAST_INVALID_INPUT' "
+                           "ELSE 'INVALID_VARIANT_CAST' END")
+            own = (f"CASE WHEN {found} IS NOT NULL AND NOT is_variant_null({found}) AND {_sql(safe)} IS NULL "
+                   f"THEN {error_class} END")
             return safe, _first([ev or "", own])
     errors: list[str] = []
     for key, child in list(node.args.items()):
@@ -297,6 +304,24 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             g, e = _guard(child)
             node.set(key, g)
             errors.append(e or "")
+    if isinstance(node, exp.Func) and _function_name(node) in MATH_ON_DOUBLES:
+        def as_double(child: exp.Expression) -> exp.Expression:
+            if not _is_text(child):
+                return child
+            text = _sql(child)
+            errors.append(_error_if(f"({text}) IS NOT NULL AND try_cast({text} AS DOUBLE) IS NULL",
+                                    "CAST_INVALID_INPUT"))
+            return _node(f"try_cast({text} AS DOUBLE)")
+
+        for key, child in list(node.args.items()):
+            if isinstance(child, list):
+                node.set(key, [as_double(c) if isinstance(c, exp.Expression) else c for c in child])
+            elif isinstance(child, exp.Expression):
+                node.set(key, as_double(child))
+        return node, _first(errors)
+    if isinstance(node, exp.Div | exp.IntDiv | exp.Mod | exp.Add | exp.Sub | exp.Mul):
+        errors.append(_text_operand_error(node.this, node.expression))
+        errors.append(_text_operand_error(node.expression, node.this))
     if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
         a, b = _sql(node.this), _sql(node.expression)
         divisor_zero = f"({b}) = 0"
@@ -313,12 +338,83 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         errors.append(_error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {_sql(safe)} IS NULL",
                                 "ARITHMETIC_OVERFLOW"))
         return safe, _first(errors)
+    if isinstance(node, COMPARISONS):
+        safe, own = _guard_text_comparison(node)
+        errors.append(own)
+        return safe, _first(errors)
     if isinstance(node, exp.Cast) and not node.args.get("safe"):
         inner = _sql(node.this)
         safe = _node(f"try_cast({inner} AS {_sql(node.args['to'])})")
         errors.append(_error_if(f"({inner}) IS NOT NULL AND {_sql(safe)} IS NULL", "CAST_INVALID_INPUT"))
         return safe, _first(errors)
     return node, _first(errors)
+
+
+MATH_ON_DOUBLES = frozenset((
+    "abs", "acos", "asin", "atan", "atan2", "cbrt", "ceil", "ceiling", "cos", "degrees", "exp", "floor", "hypot",
+    "ln", "log", "log10", "log2", "pow", "power", "radians", "round", "bround", "sign", "signum", "sin", "sqrt",
+    "tan", "negative", "positive"))
+"""Math functions Spark applies to text by casting it to DOUBLE itself (outside any try_ form)."""
+
+
+def _function_name(node: exp.Func) -> str:
+    return str(node.this).lower() if isinstance(node, exp.Anonymous) else node.sql_name().lower()
+
+
+def _is_text(node: exp.Expression) -> bool:
+    """The expression is text by its form: a string literal, a field read as STRING, a cast to STRING."""
+    if isinstance(node, exp.Literal):
+        return bool(node.is_string)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
+        kind = node.expressions[2] if len(node.expressions) == 3 else None
+        return isinstance(kind, exp.Literal) and str(kind.this).lower() == "string"
+    if isinstance(node, exp.Cast):
+        return node.to.this == exp.DataType.Type.TEXT or node.to.sql().upper() in ("STRING", "VARCHAR", "TEXT")
+    return False
+
+
+def _text_operand_error(text: exp.Expression, other: exp.Expression) -> str:
+    """SQL: ``CAST_INVALID_INPUT`` where the text operand of arithmetic does not cast the way Spark casts it
+    (BIGINT against an integer, DOUBLE otherwise); empty when the operand is not text by its form."""
+    if not _is_text(text):
+        return ""
+    t, o = _sql(text), _sql(other)
+    cast = f"CASE WHEN typeof({o}) IN {_INTEGRAL} THEN try_cast({t} AS BIGINT) ELSE try_cast({t} AS DOUBLE) END"
+    return _error_if(f"({t}) IS NOT NULL AND {cast} IS NULL", "CAST_INVALID_INPUT")
+
+
+COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
+_OPERATORS: dict[type[exp.Expression], str] = {
+    exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.NullSafeEQ: "<=>"}
+_INTEGRAL = "('tinyint', 'smallint', 'int', 'bigint')"
+
+
+def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
+    """A comparison of text with a number: Spark's analyser casts the text (to BIGINT against an integer, to DOUBLE
+    against a fraction) outside any try_ form, so text that does not cast would fail the micro-batch. The guarded
+    form makes that cast a ``try_cast`` and reports ``CAST_INVALID_INPUT`` for the event, as the local engine does.
+    Which case applies is decided by the operands' static types (``typeof``), so only the taken branch runs."""
+    a, b = _sql(node.this), _sql(node.expression)
+    op = _OPERATORS[type(node)]
+
+    def fraction(x: str) -> str:
+        return f"(typeof({x}) IN ('float', 'double') OR typeof({x}) LIKE 'decimal%')"
+
+    cases = [  # (text side, number side, condition on the number side's type, cast target)
+        (a, b, f"typeof({b}) IN {_INTEGRAL}", "BIGINT"), (a, b, fraction(b), "DOUBLE"),
+        (b, a, f"typeof({a}) IN {_INTEGRAL}", "BIGINT"), (b, a, fraction(a), "DOUBLE"),
+    ]
+    value = ["CASE"]
+    error = ["CASE"]
+    for text, _, number_type, target in cases:
+        when = f"typeof({text}) = 'string' AND {number_type}"
+        cast_text = f"try_cast({text} AS {target})"
+        compared = f"{cast_text} {op} {b}" if text == a else f"{a} {op} {cast_text}"
+        value.append(f"WHEN {when} THEN {compared}")
+        error.append(f"WHEN {when} AND ({text}) IS NOT NULL AND {cast_text} IS NULL THEN 'CAST_INVALID_INPUT'")
+    value.append(f"ELSE {a} {op} {b} END")
+    error.append("END")
+    return _node(" ".join(value)), " ".join(error)
 
 
 def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:

@@ -39,13 +39,17 @@ class Stage:
     """SQL giving the dead-letter time (``current_timestamp()``; a fixed time in tests)."""
 
 
-class _Exprs:
-    """A step's expressions compiled for its ``on_error``: guarded (with an error column) unless it is ``fail``."""
+class StepExprs:
+    """A step's expressions compiled for its ``on_error``: guarded (with an error column) unless it is ``fail``.
+
+    The ``when`` condition's own error counts wherever the row is live (locally a ``when`` that fails takes the
+    step's ``on_error``); the other expressions' errors only where the step applies."""
 
     def __init__(self, step: Step, types: FieldTypes) -> None:
         self.guarded = step.config.on_error != "fail"
         self.types = types
         self.errors: list[str] = []
+        self.when_error: str | None = None
 
     def sql(self, text: str, want: str | None = None) -> str:
         if not self.guarded:
@@ -55,21 +59,33 @@ class _Exprs:
             self.errors.append(error)
         return value
 
+    def when_sql(self, text: str) -> str:
+        if not self.guarded:
+            return to_spark_sql(text, self.types, want="boolean")
+        value, self.when_error = to_guarded_sql(text, self.types, want="boolean")
+        return value
+
     def error(self) -> str | None:
-        if not self.errors:
+        """SQL: the row's first error class (NULL: none), for live rows only."""
+        parts = [self.when_error] if self.when_error else []
+        if self.errors:
+            rest = self.errors[0] if len(self.errors) == 1 else f"coalesce({', '.join(self.errors)})"
+            parts.append(f"CASE WHEN _applies THEN {rest} END")
+        if not parts:
             return None
-        return self.errors[0] if len(self.errors) == 1 else f"coalesce({', '.join(self.errors)})"
+        first = parts[0] if len(parts) == 1 else f"coalesce({', '.join(parts)})"
+        return f"CASE WHEN {F.LIVE} THEN {first} END"
 
 
-def _applies(step: Step, exprs: _Exprs) -> str:
+def _applies(step: Step, exprs: StepExprs) -> str:
     """SQL: the step runs on this row (live, and ``when`` is TRUE)."""
     when = step.config.when
     if when is None:
         return F.LIVE
-    return f"({F.LIVE} AND coalesce({exprs.sql(when, 'boolean')}, false))"
+    return f"({F.LIVE} AND coalesce({exprs.when_sql(when)}, false))"
 
 
-def _finish(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: _Exprs) -> DataFrame:
+def apply_on_error(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: StepExprs) -> DataFrame:
     """Apply ``on_error`` to the rows whose ``_err`` is set, then drop the step's work columns."""
     from pyspark.sql import functions as f
 
@@ -77,7 +93,7 @@ def _finish(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: _Exprs
     if error is None:
         return df.drop("_applies")
     on_error = step.config.on_error
-    failed = "(_applies AND _err IS NOT NULL)"
+    failed = "(_err IS NOT NULL)"
     if on_error == "skip":
         df = df.where(f"NOT {failed}")
     else:
@@ -92,12 +108,12 @@ def _finish(stage: Stage, step: Step, df: DataFrame, applies: str, exprs: _Exprs
     return df.drop("_applies", "_err", "_before")
 
 
-def _with_error(df: DataFrame, error: str, types: FieldTypes) -> DataFrame:
-    """The step's error column (``_err``: the first error class, where the step applies) and the event as it was
+def with_error(df: DataFrame, error: str, types: FieldTypes) -> DataFrame:
+    """The step's error column (``_err``: the first error class, ``StepExprs.error``) and the event as it was
     before the step (``_before``, a VARIANT: what a dead letter carries)."""
     from pyspark.sql import functions as f
 
-    return (df.withColumn("_err", f.expr(f"CASE WHEN _applies THEN {error} END"))
+    return (df.withColumn("_err", f.expr(error))
               .withColumn("_before", f.expr(F.event_variant(types))))
 
 
@@ -105,7 +121,7 @@ Changes = Callable[[dict[str, tuple[str, str]], F.Edit], None]
 """Given the step's computed values (name -> (column, Spark type)), records its changes in an ``Edit``."""
 
 
-def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[str, str],
+def _edit(stage: Stage, step: Step, exprs: StepExprs, applies: str, values: dict[str, str],
           changes: Changes, learn: list[tuple[list[str], str]] | None = None) -> Stage:
     """Compute ``values`` (name -> SQL) on the rows the step applies to, then give each top-level field the step
     changes a column of its own holding its new VARIANT there (elsewhere the old one). ``learn`` pairs (field path,
@@ -118,7 +134,7 @@ def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[st
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
     error = exprs.error()
     if error is not None:
-        df = _with_error(df, error, types)
+        df = with_error(df, error, types)
     typed = {name: (name, df.schema[name].dataType.simpleString()) for name in values}
     edit = F.Edit(types)
     changes(typed, edit)
@@ -129,7 +145,7 @@ def _edit(stage: Stage, step: Step, exprs: _Exprs, applies: str, values: dict[st
         spark_type = typed[name][1]
         types.set(path, None if spark_type in ("void", "variant") else spark_type)
     df = df.drop(*values)
-    return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
+    return Stage(apply_on_error(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
 
 
 SIMPLE_TYPES = ("string", "bigint", "double", "boolean")
@@ -157,7 +173,7 @@ def _hold(df: DataFrame, edit: F.Edit, ok: str, typed: dict[str, tuple[str, str]
     return df
 
 
-def _assignments(stage: Stage, step: Step, exprs: _Exprs, items: dict[str, str], prefix: str,
+def _assignments(stage: Stage, step: Step, exprs: StepExprs, items: dict[str, str], prefix: str,
                  types: FieldTypes) -> tuple[dict[str, str], list[tuple[list[str], str]]]:
     values: dict[str, str] = {}
     paths: list[tuple[list[str], str]] = []
@@ -190,7 +206,7 @@ def compile_filter(stage: Stage, step: FilterStep) -> Stage:
     """``filter`` and ``gate``: keep live rows where ``where`` is TRUE (``when`` not TRUE: kept as they are)."""
     from pyspark.sql import functions as f
 
-    exprs = _Exprs(step, stage.types)
+    exprs = StepExprs(step, stage.types)
     where = exprs.sql(cast("FilterConfig", step.config).where, "boolean")
     applies = _applies(step, exprs)
     if applies == F.LIVE and exprs.error() is None:  # the common case: one condition, no work columns
@@ -199,16 +215,16 @@ def compile_filter(stage: Stage, step: FilterStep) -> Stage:
     df = stage.df.withColumn("_applies", f.expr(applies))
     error = exprs.error()
     if error is not None:
-        df = _with_error(df, error, stage.types)
+        df = with_error(df, error, stage.types)
     keep = f"NOT _applies OR coalesce({where}, false)"
     if error is not None:
         keep = f"NOT _applies OR _err IS NOT NULL OR coalesce({where}, false)"
     df = df.where(keep)
-    return Stage(_finish(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
+    return Stage(apply_on_error(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
 
 
 def compile_annotate(stage: Stage, step: AnnotateStep) -> Stage:
-    exprs = _Exprs(step, stage.types)
+    exprs = StepExprs(step, stage.types)
     applies = _applies(step, exprs)
     values, paths = _assignments(stage, step, exprs, dict(cast("AnnotateConfig", step.config).set), "set", stage.types)
     return _edit(stage, step, exprs, applies, values, _setting(paths), paths)
@@ -223,7 +239,7 @@ def compile_transform(stage: Stage, step: TransformStep) -> Stage:
 def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int) -> Stage:
     from pyspark.sql import functions as f
 
-    exprs = _Exprs(step, stage.types)
+    exprs = StepExprs(step, stage.types)
     applies = _applies(step, exprs)
     types = stage.types
     if op.set is not None:
@@ -264,7 +280,7 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
         kept = f"map_filter({EVENT}, (k, v) -> k IN ({', '.join(F.quote(n) for n in names)}))"
         df = df.withColumn(EVENT, f.expr(f"CASE WHEN _applies THEN {kept} ELSE {EVENT} END"))
         types.keep(names)
-        return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
+        return Stage(apply_on_error(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
     rr = op.regex_replace
     assert rr is not None
     target = list(split_path(rr.field))
@@ -287,7 +303,7 @@ def compile_tee(stage: Stage, step: TeeStep) -> Stage:
     from pyspark.sql import functions as f
 
     config = cast("TeeConfig", step.config)
-    exprs = _Exprs(step, stage.types)
+    exprs = StepExprs(step, stage.types)
     applies = _applies(step, exprs)
     df = stage.df.withColumn("_applies", f.expr(applies))
     values: dict[str, str] = {}
@@ -318,7 +334,7 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     from pyspark.sql import functions as f
 
     spark = stage.df.sparkSession
-    exprs = _Exprs(step, stage.types)
+    exprs = StepExprs(step, stage.types)
     applies = _applies(step, exprs)
     key = exprs.sql(cast("LookupConfig", step.config).key, "string")
     columns = step.columns
@@ -347,7 +363,7 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     error = exprs.error()
     ok = "_applies"
     if error is not None:
-        df = _with_error(df, error, types)
+        df = with_error(df, error, types)
         ok = "(_applies AND _err IS NULL)"
     edit = F.Edit(types)
     if step.into is None:
@@ -360,7 +376,7 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
         edit.set(list(step.into), f"CASE WHEN _lk_key IS NULL THEN NULL ELSE to_variant_object({row_map}) END")
         types.drop(list(step.into))
     df = _hold(df, edit, ok, typed).drop("_lk_probe", "_lk_key", "_lk_row", *(c for c, _ in typed.values()))
-    return Stage(_finish(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
+    return Stage(apply_on_error(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
 
 
 def _column_type(rows: Any, column: str) -> str | None:

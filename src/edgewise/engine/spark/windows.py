@@ -1,5 +1,4 @@
-"""Stateful steps Spark has natively: ``window`` (``window``/``session_window`` + ``withWatermark``) and ``dedupe``
-(``dropDuplicatesWithinWatermark``).
+"""The stateful step Spark has natively: ``window`` (``window``/``session_window`` + ``withWatermark``).
 
 Spark advances the watermark once per micro-batch (edgewise's local engine after every event), and a window's
 results leave the query in append mode (``emit: final``) once the watermark passes its end, or in update mode
@@ -16,13 +15,13 @@ from typing import TYPE_CHECKING
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes
 from edgewise.engine.spark.sql import SOURCE, to_spark_sql
-from edgewise.engine.spark.steps import Stage
+from edgewise.engine.spark.steps import Stage, StepExprs, apply_on_error, with_error
 from edgewise.errors import ConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from edgewise.steps.dedupe import DedupeStep
+    from edgewise.steps.aggs import AggSpec
     from edgewise.steps.window import WindowStep
 
 LATE_ROUTE = "_late:"
@@ -36,6 +35,21 @@ def interval(us: int) -> str:
 def _typed(sql: str, spark_type: str) -> str:
     """Grouping needs a comparable type: a VARIANT key (its type unknown) groups by its JSON text."""
     return f"to_json({sql})" if spark_type == "variant" else sql
+
+
+def _argument_type(stage: Stage, spec: AggSpec) -> str | None:
+    """The type an aggregate reads its argument at: ``sum``/``avg`` DOUBLE (a numeric string counts, as Spark's
+    implicit cast does); ``min``/``max`` the argument's own type (strings and times compare as themselves), DOUBLE
+    where it has none (a VARIANT does not compare); the others a STRING key."""
+    from pyspark.sql import functions as f
+
+    assert spec.argument is not None
+    if spec.function in ("sum", "avg"):
+        return "double"
+    if spec.function in ("min", "max"):
+        own = stage.df.select(f.expr(to_spark_sql(spec.argument.text, stage.types)).alias("v")).schema["v"]
+        return "double" if own.dataType.simpleString() in ("variant", "void") else None
+    return "string"
 
 
 def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None, *,
@@ -54,18 +68,27 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
     if config.allowed_lateness:
         raise ConfigError(f"step {step.id}: allowed_lateness has no Spark equivalent (Spark drops a window's state "
                           "once the watermark passes its end); use 0 on Spark")
+    if config.when is not None:
+        raise ConfigError(f"step {step.id}: a window with `when` is not compiled for Spark (the events it does not "
+                          "apply to would have to pass the window unchanged); filter before the window instead, or "
+                          "run it on the local engine")
     types = stage.types
-    # the keys and the aggregates' arguments, computed for the live rows
+    # the keys and the aggregates' arguments, computed for the live rows; with on_error skip or a dead-letter sink
+    # in their NULL-giving forms, and an event whose key or argument fails takes on_error before the window
+    exprs = StepExprs(step, types)
     key_columns = []
     for i, (name, text) in enumerate(zip(step.keys.names, step.keys.texts, strict=True)):
-        sql = to_spark_sql(text, types)
+        sql = exprs.sql(text)
         probe = stage.df.select(f.expr(sql).alias("k")).schema["k"].dataType.simpleString()
         key_columns.append((name, f"_k{i}", _typed(sql, probe), probe))
     arguments: dict[str, str] = {}
     for i, (_, spec) in enumerate(step.aggs.specs):
         if spec.argument is not None:
-            want = "double" if spec.function in ("sum", "avg", "min", "max") else "string"
-            arguments[f"_x{i}"] = to_spark_sql(spec.argument.text, types, want=want)
+            arguments[f"_x{i}"] = exprs.sql(spec.argument.text, want=_argument_type(stage, spec))
+    error = exprs.error()
+    if error is not None:
+        checked = with_error(stage.df.withColumn("_applies", f.expr(F.LIVE)), error, types)
+        stage = Stage(apply_on_error(stage, step, checked, F.LIVE, exprs), types, stage.pipeline, stage.now_sql)
     inputs = stage.df
     for column, sql in [*((c, s) for _, c, s, _ in key_columns), *arguments.items()]:
         inputs = inputs.withColumn(column, f.expr(f"CASE WHEN {F.LIVE} THEN {sql} END"))
@@ -150,18 +173,3 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
     )
     mode = "update" if updates else "append"
     return Stage(results, new_types, stage.pipeline, stage.now_sql), routed, mode
-
-
-def compile_dedupe(stage: Stage, step: DedupeStep) -> Stage:
-    """``dropDuplicatesWithinWatermark`` on the key (a NULL key is never a duplicate: it dedupes by event id)."""
-    from pyspark.sql import functions as f
-
-    config = step.config
-    key = to_spark_sql(config.key, stage.types)
-    probe = stage.df.select(f.expr(key).alias("k")).schema["k"].dataType.simpleString()
-    key = f"coalesce({_typed(key, probe)}, concat('\\u0000', id))"
-    watermarked = stage.df.withWatermark("event_time", interval(config.within + config.watermark))
-    live = watermarked.where(F.LIVE).withColumn("_dk", f.expr(f"CAST({key} AS STRING)"))
-    deduped = live.dropDuplicatesWithinWatermark(["_dk"]).drop("_dk")
-    routed = watermarked.where(f"NOT {F.LIVE}")
-    return Stage(deduped.unionByName(routed), stage.types, stage.pipeline, stage.now_sql)

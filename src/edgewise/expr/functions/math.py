@@ -197,16 +197,17 @@ def _try(op: Any) -> Any:
         try:
             return op(a, b)
         except EvalError as exc:
-            if exc.error_class in ("ARITHMETIC_OVERFLOW", "DIVIDE_BY_ZERO"):
+            # Spark's try_ forms also give NULL where an implicit cast of text fails (try_multiply('2.5', 2))
+            if exc.error_class in ("ARITHMETIC_OVERFLOW", "DIVIDE_BY_ZERO", "CAST_INVALID_INPUT"):
                 return None
             raise
 
     return attempt
 
 
-table.fn("try_add", args=2, doc="``a + b``, NULL on overflow.")(_try(V.add))
-table.fn("try_subtract", args=2, doc="``a - b``, NULL on overflow.")(_try(V.sub))
-table.fn("try_multiply", args=2, doc="``a * b``, NULL on overflow.")(_try(V.mul))
+table.fn("try_add", args=2, doc="``a + b``, NULL on overflow or text that does not cast.")(_try(V.add))
+table.fn("try_subtract", args=2, doc="``a - b``, NULL on overflow or text that does not cast.")(_try(V.sub))
+table.fn("try_multiply", args=2, doc="``a * b``, NULL on overflow or text that does not cast.")(_try(V.mul))
 table.fn("try_divide", args=2, doc="``a / b``, NULL when ``b`` is 0.")(_try(V.div))
 table.fn("try_mod", args=2, doc="``a % b``, NULL when ``b`` is 0.")(_try(V.mod))
 
@@ -222,6 +223,8 @@ def _extreme(pick_greater: bool) -> Any:
                 if best is None:
                     best = v
                     continue
+                if isinstance(v, str) != isinstance(best, str):  # Spark wants one type: no implicit cast here
+                    raise V.mismatch("greatest/least", best, v)
                 c = V.compare(v, best)
                 if (c is not None and c > 0) if pick_greater else (c is not None and c < 0):
                     best = v

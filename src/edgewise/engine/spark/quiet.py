@@ -1,0 +1,75 @@
+"""Spark's own chatter kept off the terminal: what its JVM prints while starting, and what PySpark's
+``transformWithStateInPandas`` worker prints per query (about 225 lines for ``edgewise test --engine spark``).
+
+Both write to the process's standard error from outside Python (the JVM is a child process; the worker's prints
+reach the JVM's stderr), so the filter works on file descriptor 2: it becomes a pipe, and a thread copies what
+arrives to the real stderr, minus the known chatter. Warnings and errors from Spark, and everything edgewise
+prints, pass. The Spark commands use it unless ``--verbose``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+CHATTER = re.compile(
+    r"Streaming TransformWithStateInPandas Python worker"
+    r"|^WARNING: Using incubator modules"
+    r"|^Using Spark's default log4j profile"
+    r"|^Setting default log level to"
+    r"|^To adjust logging level use sc\.setLogLevel"
+    r"|WARN NativeCodeLoader: Unable to load native-hadoop library"
+)
+"""Lines of Spark chatter: start-up notices and the Python worker's progress prints (which each end with a
+blank line, dropped with them)."""
+
+
+def keep(lines: Iterator[bytes]) -> Iterator[bytes]:
+    """The lines that are not chatter (nor the blank line after one).
+
+    >>> list(keep(iter([b"Starting Streaming TransformWithStateInPandas Python worker.\\n", b"\\n",
+    ...                 b"edgewise: done\\n", b"\\n"])))
+    [b'edgewise: done\\n', b'\\n']
+    """
+    after_chatter = False
+    for line in lines:
+        if CHATTER.search(line.decode("utf-8", "replace")):
+            after_chatter = True
+            continue
+        if after_chatter and not line.strip():
+            continue
+        after_chatter = False
+        yield line
+
+
+@contextmanager
+def quiet_stderr(enabled: bool = True) -> Iterator[None]:
+    """Filter Spark's chatter out of file descriptor 2 while inside (and after: the JVM outlives the block)."""
+    if not enabled:
+        yield
+        return
+    try:
+        sys.stderr.flush()
+        real = os.dup(2)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        os.close(write_end)
+    except OSError:  # no file descriptors to play with (an embedding host): leave stderr as it is
+        yield
+        return
+
+    def pump() -> None:
+        with os.fdopen(read_end, "rb") as source:
+            for line in keep(iter(source.readline, b"")):
+                os.write(real, line)
+
+    threading.Thread(target=pump, name="edgewise-quiet-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)  # edgewise's own last lines go straight out; the JVM keeps the filtered pipe

@@ -1,0 +1,232 @@
+"""The three oracles of the pipeline fuzzer (issue 13).
+
+(a) the local engine against Spark: order-free results, dead letters (event, step, error class) and sink records;
+(b) the local engine with crash markers at random positions against the uninterrupted run: nothing lost, nothing
+    twice (as an idempotent sink keeps records by id);
+(c) for a lone window or aggregate over plain fields, a batch computation written here, independently of the
+    engine, from the documented semantics.
+
+Each returns a list of problems (empty: agreed); ``mismatch`` turns one into a readable report.
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from edgewise.clock import FakeClock
+from edgewise.config import BuildContext, load_text_plan
+from edgewise.engine.local import STDOUT, LocalEngine
+from edgewise.jsonio import dumps
+from edgewise.testing import CRASH, ListSink, run
+from tests.fuzz.generate import Case
+
+NOW_US = 1_700_000_000_000_000
+"""The clock of both engines: dead letters' ``failed_at``."""
+
+
+def canonical(record: Any) -> str:
+    """A record as sorted JSON with numbers by value (fractions to 12 significant digits, integral floats as
+    integers: Spark keeps JSON numbers as decimals, the local engine as doubles; docs/spark.md)."""
+    from edgewise.engine.spark.fixtures import by_value
+
+    return orjson.dumps(by_value(orjson.loads(dumps(record))), option=orjson.OPT_SORT_KEYS).decode()
+
+
+def dead_letter_key(record: dict[str, Any]) -> str:
+    """What both engines must agree on in a dead letter: the event, the step and the error class (messages are
+    Spark's own words there)."""
+    return canonical({"event": record.get("event"), "step": record.get("step"),
+                      "type": (record.get("error") or {}).get("type")})
+
+
+Outputs = dict[str, Counter[str]]
+"""Route ("" = results, else a sink id) -> multiset of canonical records."""
+
+
+def _local_outputs(case: Case, directory: Path) -> Outputs:
+    plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
+    sinks = {sid: ListSink(sid) for sid in plan.sinks}
+    sinks[STDOUT] = ListSink(STDOUT)
+    engine = LocalEngine(plan, clock=FakeClock(NOW_US), sinks=dict(sinks), stdout=io.BytesIO(), errors=io.StringIO())
+    engine.run([plan.source_classes[s.id](s, BuildContext(str(directory))) for s in plan.sources])
+    out: Outputs = {}
+    for sid, sink in sinks.items():
+        route = "" if sid == STDOUT else sid
+        key = dead_letter_key if sid == "dead" else canonical
+        out[route] = Counter(key(r) for r in sink.records)
+    return out
+
+
+def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
+    from edgewise.engine.spark.job import SparkJob, SparkOptions
+
+    plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
+    got: dict[str, list[Any]] = {}
+
+    def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
+        got.setdefault(route, []).extend(orjson.loads(r) for _, r in rows)
+
+    SparkJob(spark, plan, SparkOptions(checkpoint=str(directory / "ck"), once=True, now_us=NOW_US),
+             collect=collect, report=lambda text: None).run()
+    out: Outputs = {}
+    for route in ["", *plan.sinks]:
+        key = dead_letter_key if route == "dead" else canonical
+        out[route] = Counter(key(r) for r in got.get(route, []))
+    return out
+
+
+def _spool(case: Case, directory: Path) -> None:
+    (directory / "in").mkdir(parents=True, exist_ok=True)
+    (directory / "in" / "part-1.ndjson").write_bytes(case.spool_text())
+
+
+class Rejected(Exception):
+    """Spark refused the pipeline before reading data (its analyser's static typing: docs/spark.md)."""
+
+
+def local_vs_spark(spark: Any, case: Case) -> list[str]:
+    """Oracle (a)."""
+    from pyspark.errors import AnalysisException
+
+    from edgewise.engine.spark.job import SparkJobFailed
+
+    with tempfile.TemporaryDirectory(prefix="edgewise-fuzz-") as tmp:
+        directory = Path(tmp)
+        _spool(case, directory)
+        local = _local_outputs(case, directory)
+        try:
+            remote = _spark_outputs(spark, case, directory)
+        except AnalysisException as exc:
+            raise Rejected(str(exc).splitlines()[0]) from exc
+        except SparkJobFailed as exc:  # the local engine ran it: a query that fails is a difference
+            return [f"the Spark query failed, the local engine did not: {str(exc)[:600]}"]
+    return _differences(local, remote, "local", "spark")
+
+
+def _differences(a: Outputs, b: Outputs, a_name: str, b_name: str) -> list[str]:
+    problems = []
+    for route in sorted(set(a) | set(b)):
+        x, y = a.get(route, Counter()), b.get(route, Counter())
+        if x != y:
+            name = "results" if route == "" else f"sink {route}"
+            only_a = sorted((x - y).elements())
+            only_b = sorted((y - x).elements())
+            problems.append(f"{name}: only {a_name}: {only_a[:5]}; only {b_name}: {only_b[:5]}")
+    return problems
+
+
+def crashed_vs_uninterrupted(case: Case, crashes: list[int], batch_size: int) -> list[str]:
+    """Oracle (b): crash markers after the given event counts; the restarted run's records (by id, as an
+    idempotent sink keeps them) must equal an uninterrupted run's."""
+    plan = load_text_plan(case.pipeline_text())
+    events: list[Any] = list(case.events)
+    for position in sorted(set(crashes), reverse=True):
+        events.insert(min(position, len(events)), CRASH)
+    clean = run(plan, case.events, clock=FakeClock(NOW_US), batch_size=batch_size)
+    crashed = run(plan, events, clock=FakeClock(NOW_US), batch_size=batch_size)
+
+    def by_id(result: Any) -> Outputs:
+        out: Outputs = {"": Counter(canonical(r) for r in result.outputs["p"])}
+        for sid, sink in result.sinks.items():
+            out[sid] = Counter(canonical(r) for r in sink.unique())
+        return out
+
+    return _differences(by_id(clean), by_id(crashed), "uninterrupted", "crashed")
+
+
+# ---------------------------------------------------------------- oracle (c): a batch computation
+
+class _Failed(Exception):
+    pass
+
+
+def _argument(event: dict[str, Any], path: str, function: str) -> Any:
+    value: Any = event
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None or function not in ("sum", "avg"):
+        return value
+    if isinstance(value, bool):
+        raise _Failed
+    if isinstance(value, str):  # Spark's implicit cast of a string to DOUBLE (ANSI: invalid text fails)
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise _Failed from None
+    return value
+
+
+def batch_oracle_applies(case: Case) -> bool:
+    """Oracle (c) covers a lone window or aggregate with ``on_error: skip``, plain-field keys and arguments of
+    count/count(x)/sum/avg over numbers and numeric text (min/max only where the data hold no text)."""
+    if len(case.steps) != 1:
+        return False
+    kind, config = next(iter(case.steps[0].items()))
+    if kind not in ("window", "aggregate") or config.get("on_error") != "skip" or "when" in config:
+        return False
+    texts = any(isinstance(e.get("x"), str) for e in case.events)
+    for text in config["aggs"].values():
+        fn, _, arg = text.partition("(")
+        arg = arg.rstrip(")")
+        if arg not in ("", "x", "y.z", "k") or (fn in ("min", "max") and texts):
+            return False
+    return all(k in ("k", "s") for k in config["key"])
+
+
+def batch_computation(case: Case) -> list[str]:
+    """Oracle (c): the step's records computed from the events directly, against the local engine's."""
+    kind, config = next(iter(case.steps[0].items()))
+    specs = [(name, *text.rstrip(")").split("(")) for name, text in config["aggs"].items()]
+    rows = []
+    for e in case.events:
+        try:
+            args = [_argument(e, arg, fn) if arg else None for _, fn, arg in specs]
+        except _Failed:
+            continue  # the event fails the step: skipped, it changes nothing
+        rows.append((tuple(e.get(k) for k in config["key"]), e["t"], args, e))
+
+    def result(group: list[Any]) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for j, (name, fn, arg) in enumerate(specs):
+            xs = [r[2][j] for r in group if r[2][j] is not None]
+            if fn == "count":
+                values[name] = len(group) if not arg else len(xs)
+            elif fn == "count_distinct":
+                values[name] = len({str(v) for v in xs})
+            elif fn == "sum":
+                values[name] = sum(xs) if xs else None
+            elif fn == "avg":
+                values[name] = sum(xs) / len(xs) if xs else None
+            else:
+                values[name] = (min if fn == "min" else max)(xs) if xs else None
+        return values
+
+    expected: list[dict[str, Any]] = []
+    if kind == "window":
+        size = int(config["tumbling"].rstrip("s"))
+        groups: dict[tuple[Any, ...], list[Any]] = {}
+        for row in rows:
+            groups.setdefault((row[0], row[1] - row[1] % size), []).append(row)
+        for (key, start), group in groups.items():
+            record = dict(zip(config["key"], key, strict=True))
+            record["window_start"] = f"1970-01-01T00:{start // 60:02d}:{start % 60:02d}Z"
+            end = start + size
+            record["window_end"] = f"1970-01-01T00:{end // 60:02d}:{end % 60:02d}Z"
+            record.update(result(group))
+            expected.append(record)
+    else:
+        seen: dict[tuple[Any, ...], list[Any]] = {}
+        for row in rows:
+            group = seen.setdefault(row[0], [])
+            group.append(row)
+            expected.append({**row[3], "st": result(group)})
+    plan = load_text_plan(case.pipeline_text())
+    got = run(plan, case.events, clock=FakeClock(NOW_US)).outputs["p"]
+    return _differences({"": Counter(canonical(r) for r in expected)}, {"": Counter(canonical(r) for r in got)},
+                        "batch computation", "local engine")

@@ -1,0 +1,151 @@
+"""The pipeline fuzzer as a long soak: ``make fuzz`` (or ``python -m tests.fuzz.soak --minutes 30``).
+
+Runs the three oracles of ``oracles.py`` over freshly generated pipelines and events, with a new random seed per
+round, until the time is up; prints what it tried (examples per oracle, Spark rejections) and, for a failure,
+hypothesis's minimal failing case (the Spark oracle's as found: shrinking Spark runs would take hours), which it
+also writes as a fixture into ``--keep`` (default ``out/fuzz``):
+copy it into ``tests/fuzz/cases/`` so the suite replays it for good. Exit 1 when anything failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import sys
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from tests.fuzz.generate import Case, batch_cases, cases
+from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
+
+ORACLES = ("crash", "batch", "spark")
+
+
+class Found(AssertionError):
+    def __init__(self, oracle: str, case: Case, problems: list[str]) -> None:
+        self.oracle, self.case, self.problems = oracle, case, problems
+        super().__init__(f"{oracle}: {problems}")
+
+
+def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: Any) -> None:
+    """One hypothesis run of ``examples`` examples; raises ``Found`` with the minimal failing case."""
+    # a Spark example takes seconds: the failing case is reported as found, not shrunk (shrinking takes hours)
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] if oracle == "spark" else list(Phase)
+    config = settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                      suppress_health_check=list(HealthCheck), print_blob=False, phases=phases)
+    last: dict[str, Any] = {}
+
+    if oracle == "crash":
+        @config
+        @given(case=cases(), crashes=st.lists(st.integers(0, 14), min_size=1, max_size=3),
+               batch_size=st.sampled_from([1, 2, 5, 1024]))
+        def prop(case: Case, crashes: list[int], batch_size: int) -> None:
+            counts[oracle] += 1
+            problems = crashed_vs_uninterrupted(case, crashes, batch_size)
+            if problems:
+                where = f"crashes after events {crashes}, batch size {batch_size}"
+                last["found"] = Found(oracle, case, [*problems, where])
+                raise last["found"]
+    elif oracle == "batch":
+        @config
+        @given(case=batch_cases())
+        def prop(case: Case) -> None:
+            counts[oracle] += 1
+            problems = batch_computation(case)
+            if problems:
+                last["found"] = Found(oracle, case, problems)
+                raise last["found"]
+    else:
+        @config
+        @given(case=cases(spark=True, max_steps=3))
+        def prop(case: Case) -> None:
+            counts[oracle] += 1
+            try:
+                problems = local_vs_spark(spark, case)
+            except Rejected:
+                counts["spark rejected before data"] += 1
+                return
+            if problems:
+                last["found"] = Found(oracle, case, problems)
+                raise last["found"]
+
+    try:
+        hypothesis_seed(seed)(prop)()
+    except Found:
+        raise last["found"] from None
+
+
+def keep(found: Found, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = found.case.fixture_text(f"found by the {found.oracle} oracle")
+    doc = yaml.safe_load(text)
+    doc["oracle"] = found.oracle
+    body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+    path = directory / f"{found.oracle}-{hashlib.sha1(body.encode()).hexdigest()[:10]}.yaml"
+    path.write_text("# " + "\n# ".join(found.problems) + "\n" + body, encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.fuzz.soak", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30, help="how long to run (default 30)")
+    parser.add_argument("--oracles", default=",".join(ORACLES), help="comma-separated: crash,batch,spark")
+    parser.add_argument("--examples", type=int, default=50, help="examples per round (a new seed each round)")
+    parser.add_argument("--seed", type=int, default=None, help="the first round's seed (default: random)")
+    parser.add_argument("--keep", default="out/fuzz", help="where minimal failing cases are written")
+    args = parser.parse_args(argv)
+    oracles = [o for o in args.oracles.split(",") if o]
+    unknown = set(oracles) - set(ORACLES)
+    if unknown:
+        parser.error(f"unknown oracle(s) {sorted(unknown)}; expected some of {', '.join(ORACLES)}")
+    spark = None
+    if "spark" in oracles:
+        import os
+
+        os.environ.setdefault("EDGEWISE_SPARK_LOG_LEVEL", "OFF")  # failures are reported here, once
+        from edgewise.engine.spark.session import spark_session
+
+        spark = spark_session("local[2]", app="edgewise-fuzz", shuffle_partitions=2,
+                              conf={"spark.default.parallelism": "2"})
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    print(f"soak: oracles {', '.join(oracles)}, {args.minutes:g} min, first seed {seed}", flush=True)
+    deadline = time.monotonic() + args.minutes * 60
+    counts: Counter[str] = Counter()
+    failures: list[Path] = []
+    rounds = 0
+    while time.monotonic() < deadline:
+        for oracle in oracles:
+            if time.monotonic() >= deadline:
+                break
+            examples = max(1, args.examples // 10) if oracle == "spark" else args.examples
+            try:
+                _round(oracle, seed, examples, counts, spark)
+            except Found as found:
+                path = keep(found, Path(args.keep))
+                failures.append(path)
+                print(f"FAIL {oracle} (seed {seed}): {found.problems}\n  minimal case kept in {path}", flush=True)
+            except Exception:  # a crash of the harness or an engine: report it and go on
+                print(f"ERROR {oracle} (seed {seed}):\n{traceback.format_exc()}", flush=True)
+                failures.append(Path("<error>"))
+            seed = (seed + 1) % 2**32
+        rounds += 1
+        left = max(0.0, deadline - time.monotonic())
+        tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+        print(f"round {rounds}: {tried}; {len(failures)} failing; {left / 60:.1f} min left", flush=True)
+    tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+    print(f"done: {sum(counts[o] for o in oracles)} examples ({tried}), {len(failures)} failing", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

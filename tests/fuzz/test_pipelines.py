@@ -1,0 +1,63 @@
+"""The differential pipeline fuzzer in the test suite: whole generated pipelines over messy generated events,
+checked by the local oracles (``oracles.py``: a crashed run against an uninterrupted one, a batch computation),
+with a fixed seed and a small budget; the Spark oracle is in ``tests/spark/test_pipeline_fuzz.py``. ``make fuzz``
+runs the same properties as a long soak (``soak.py``); every failure it ever found is kept in ``cases/`` and
+replayed here.
+
+``EDGEWISE_FUZZ_EXAMPLES`` scales the budget (default: CI's)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzz.generate import Case, batch_cases, cases
+from tests.fuzz.oracles import batch_computation, batch_oracle_applies, crashed_vs_uninterrupted
+
+CASES = Path(__file__).parent / "cases"
+SCALE = float(os.environ.get("EDGEWISE_FUZZ_EXAMPLES", "1"))
+
+
+def budget(n: int) -> Any:
+    return settings(max_examples=max(1, int(n * SCALE)), derandomize=True, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+
+def kept_cases() -> list[tuple[str, Case, str]]:
+    """(file name, case, oracle) of every failure the fuzzer found, kept as a fixture."""
+    out = []
+    for path in sorted(CASES.glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        case = Case(doc["pipeline"]["pipelines"][0]["steps"], doc["events"],
+                    [s["id"] for s in doc["pipeline"].get("sinks", [])])
+        out.append((path.name, case, doc.get("oracle", "all")))
+    return out
+
+
+@budget(120)
+@given(case=cases(), crashes=st.lists(st.integers(0, 14), min_size=1, max_size=3),
+       batch_size=st.sampled_from([1, 2, 5, 1024]))
+def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int], batch_size: int) -> None:
+    assert not crashed_vs_uninterrupted(case, crashes, batch_size), case.pipeline_text()
+
+
+@budget(200)
+@given(case=batch_cases())
+def test_windows_and_aggregates_equal_a_batch_computation(case: Case) -> None:
+    problems = batch_computation(case)
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
+
+
+@pytest.mark.parametrize(("name", "case", "oracle"), kept_cases(), ids=[c[0] for c in kept_cases()])
+def test_kept_failures_stay_fixed_locally(name: str, case: Case, oracle: str) -> None:
+    """The local oracles on every kept case (``tests/spark/test_pipeline_fuzz.py`` replays them on Spark)."""
+    assert not crashed_vs_uninterrupted(case, [1, 3], 2), name
+    if batch_oracle_applies(case):
+        assert not batch_computation(case), name
