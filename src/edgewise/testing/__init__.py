@@ -36,7 +36,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from edgewise.clock import FakeClock
@@ -44,7 +44,7 @@ from edgewise.config import BuildContext, load_text_plan
 from edgewise.config.models import SinkConfig, SourceConfig
 from edgewise.config.plan import Plan
 from edgewise.durations import parse_duration_us
-from edgewise.engine.local import STDOUT, Crash, LocalEngine
+from edgewise.engine.local import STDOUT, Crash, Instrument, LocalEngine
 from edgewise.events import Batch
 from edgewise.jsonio import dumps
 from edgewise.sinks.base import Sink
@@ -53,7 +53,7 @@ from edgewise.sources.lines import make_batch
 from edgewise.state import StateStore
 
 __all__ = ["CRASH", "Crash", "FakeClock", "ListSink", "ListSource", "Pause", "RunResult", "assert_records_equal",
-           "canonical", "pause", "run", "run_pipeline"]
+           "canonical", "pause", "run", "run_pipeline", "run_sources"]
 
 
 class _CrashMarker:
@@ -189,6 +189,11 @@ class RunResult:
     failed: int
     errors: str
     restarts: int
+    produced: dict[str, list[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
+    """Each pipeline's results as produced: (event id, record), in order, duplicates kept."""
+    step_outcomes: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(step id, outcome) → count: ``filtered``, ``duplicates``, ``late``, ``failed``, ``skipped``, ..."""
+    events_in: int = 0
 
 
 def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: FakeClock | None = None,
@@ -201,22 +206,33 @@ def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: Fa
     (a Redis store, say). Each restart opens the stores anew, so only what was committed survives a crash. The
     source, sinks and clock outlive restarts, as the outside world does.
     """
+    return run_sources(plan, [ListSource(events)], clock=clock, pipelines=pipelines, batch_size=batch_size,
+                       state_dir=state_dir, open_store=open_store)
+
+
+def run_sources(plan: Plan, sources: list[Source], *, clock: FakeClock | None = None,
+                pipelines: list[str] | None = None, batch_size: int = 1024, state_dir: str | None = None,
+                open_store: Callable[[str], StateStore] | None = None,
+                instrument: Instrument | None = None) -> RunResult:
+    """``run`` over any sources (files, say): every sink a ``ListSink``, state in a temporary directory."""
     from edgewise.state.sqlite import SqliteStore
 
     clock = clock or FakeClock()
-    source = ListSource(events)
     sinks: dict[str, Sink] = {sid: ListSink(sid) for sid in plan.sinks}
     sinks[STDOUT] = ListSink(STDOUT)
     ids: dict[str, dict[str, dict[str, Any]]] = {}
     errors = io.StringIO()
     counters: Counter[str] = Counter()
-    failed = restarts = 0
+    outcomes: Counter[tuple[str, str]] = Counter()
+    produced: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    failed = restarts = events_in = 0
     names = {"default"} | set(plan.stores) | {s.store_name for s in plan.stateful_steps()}
     with tempfile.TemporaryDirectory(prefix="edgewise-test-") as tmp:
         directory = state_dir or tmp
 
         def collect(pipeline_id: str, batch: Batch) -> None:
             ids.setdefault(pipeline_id, {}).update(zip(batch.ids(), batch.payloads, strict=True))
+            produced.setdefault(pipeline_id, []).extend(zip(batch.ids(), batch.payloads, strict=True))
 
         def sqlite(name: str) -> StateStore:
             return SqliteStore(os.path.join(directory, f"{name}.db"))
@@ -225,9 +241,9 @@ def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: Fa
             stores = {n: (open_store or sqlite)(n) for n in names}
             engine = LocalEngine(plan, clock=clock, stdout=io.BytesIO(), sinks=sinks, pipelines=pipelines,
                                  errors=errors, sleep=lambda s: None, batch_size=batch_size, stores=stores,
-                                 commit_interval=0, collect=collect)
+                                 commit_interval=0, collect=collect, instrument=instrument)
             try:
-                engine.run([source])
+                engine.run(sources)
             except Crash:
                 restarts += 1
                 continue
@@ -235,12 +251,15 @@ def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: Fa
                 for store in stores.values():
                     store.close()
                 failed += engine.stats.failed
+                events_in += engine.stats.events_in
+                outcomes.update(engine.stats.steps)
                 for (step_id, what), n in engine.stats.steps.items():
                     counters[f"{step_id}.{what}"] += n
             break
     outputs = {pid: list(ids.get(pid, {}).values()) for pid, _, _ in engine.pipelines}
     kept = {sid: s for sid, s in sinks.items() if sid != STDOUT and isinstance(s, ListSink)}
-    return RunResult(outputs, kept, dict(counters), failed, errors.getvalue(), restarts)
+    return RunResult(outputs, kept, dict(counters), failed, errors.getvalue(), restarts, produced, dict(outcomes),
+                     events_in)
 
 
 def run_pipeline(pipeline: str | Plan, events: Iterable[dict[str, Any] | Pause | Any], *,

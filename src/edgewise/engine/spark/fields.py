@@ -11,7 +11,8 @@ a VARIANT), so every field reference is read with ``variant_get`` at one type, d
    numbers read as BIGINT, fractions as DOUBLE, text as STRING, arrays as ARRAY of their element type);
 4. otherwise (a field never seen, or seen with several types) the use decides: arithmetic and numeric functions
    read DOUBLE, conditions BOOLEAN, array functions ``ARRAY<VARIANT>``, comparisons the other side's type, and
-   everything else keeps the VARIANT (written back unchanged; string functions read it as STRING).
+   everything else keeps the VARIANT (written back unchanged; string functions read it as STRING); operators
+   over such a field then follow each event's value kind, as the local engine does (``sql._follow_value_kinds``).
 """
 
 from __future__ import annotations

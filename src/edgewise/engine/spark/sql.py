@@ -62,17 +62,27 @@ def field_read(parts: list[str], spark_type: str | None, types: FieldTypes) -> s
         typed = types.typed_read(parts[0], spark_type)
         if typed is not None:
             return typed
-    held = types.holder(parts[0])
-    if held is None and not types.base_map:
-        base, path = SOURCE, json_path(parts)
-    else:
-        top = held if held is not None else f"{EVENT}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]"
-        base, path = top, json_path(parts[1:])
+    base, path = _located(parts, types)
     if spark_type is None or spark_type == "variant":
-        read = base if path == "$" else f"variant_get({base}, '{path}')"
+        read = _variant_at(parts, types)
         # a JSON null is NULL, as on the local engine (a VARIANT null is not SQL's NULL)
         return f"CASE WHEN is_variant_null({read}) THEN NULL ELSE {read} END"
     return f"variant_get({base}, '{path}', '{spark_type}')"
+
+
+def _located(parts: list[str], types: FieldTypes) -> tuple[str, str]:
+    """(the VARIANT that holds the field, the field's JSON path in it)."""
+    held = types.holder(parts[0])
+    if held is None and not types.base_map:
+        return SOURCE, json_path(parts)
+    top = held if held is not None else f"{EVENT}[{exp.Literal.string(parts[0]).sql(dialect='spark')}]"
+    return top, json_path(parts[1:])
+
+
+def _variant_at(parts: list[str], types: FieldTypes) -> str:
+    """The field's VARIANT as it is (a JSON null is a VARIANT null)."""
+    base, path = _located(parts, types)
+    return base if path == "$" else f"variant_get({base}, '{path}')"
 
 
 def _literal_type(node: exp.Expression) -> str | None:
@@ -113,6 +123,10 @@ class _Compiler:
         self.variant_vars: set[str] = set()
         """Lambda variables that are VARIANT elements (of an array whose element type is unknown)."""
 
+    def compile(self, tree: exp.Expression, want: str | None) -> exp.Expression:
+        """The parsed expression over the event's layout, its field reads typed."""
+        return _follow_value_kinds(self.rewrite(tree, want, frozenset()), self.types)
+
     def rewrite(self, node: exp.Expression, want: str | None, lambda_vars: frozenset[str]) -> exp.Expression:
         path = _path(node)
         if path is not None and path[0] in lambda_vars:
@@ -124,7 +138,10 @@ class _Compiler:
         if path is not None:
             self.fields.add(path[0])
             known = self.types.type_of(path)
-            return _node(field_read(path, known or want, self.types))
+            read_node = _node(field_read(path, known or want, self.types))
+            if known is None:
+                read_node.meta[_UNTYPED] = path
+            return read_node
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -206,6 +223,65 @@ class _Compiler:
         return None
 
 
+_UNTYPED = "edgewise_untyped"
+"""Marks a field read whose type the data does not fix (never seen, or seen with several types): its path."""
+_TEXT_RULE_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, *_COMPARISON)
+
+
+def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expression:
+    """Operators over a field whose type only each event's value tells (``x`` holding ``3`` in one event and
+    ``"2.5"`` in another) combine it as the local engine does, by the value's kind, not by one type for all: text
+    against a number casts to BIGINT against an integer and to DOUBLE against a fraction (so ``"2.5" * 2`` fails
+    with ``CAST_INVALID_INPUT``, as over a STRING column), and a number against text casts the text likewise.
+    Without this the read at one type (DOUBLE for arithmetic) would take ``"2.5"`` as 2.5 on Spark only."""
+    for node in reversed(list(tree.find_all(*_TEXT_RULE_OPERATORS))):  # operands before what uses them
+        for key, other_key in (("this", "expression"), ("expression", "this")):
+            operand, other = node.args.get(key), node.args.get(other_key)
+            if not isinstance(operand, exp.Expression) or not isinstance(other, exp.Expression):
+                continue
+            path = operand.meta.get(_UNTYPED)
+            if path is None:
+                continue
+            if _is_text(other):
+                if isinstance(node, _COMPARISON):
+                    compared = _compare_by_kind(node, key, path, types)
+                    tree = compared if node is tree else tree
+                    node.replace(compared)
+                    break
+                continue
+            operand.replace(_number_by_kind(operand, other, path, types))
+    return tree
+
+
+def _kind(path: list[str], types: FieldTypes) -> str:
+    """SQL: the kind of the field's value (``schema_of_variant``: ``BIGINT``, ``DECIMAL(5,2)``, ``STRING``, ...).
+    Tests on it use IN and LIKE, which the guard leaves as they are (it rewrites comparisons)."""
+    return f"schema_of_variant({_variant_at(path, types)})"
+
+
+def _number_by_kind(read: exp.Expression, other: exp.Expression, path: list[str], types: FieldTypes) -> exp.Expression:
+    """The untyped field ``read`` as an operand next to the number ``other``: text cast the way Spark casts text
+    next to that number's type, anything else read as it was."""
+    text, o = field_read(path, "string", types), _sql(other)
+    cast_text = f"CASE WHEN typeof({o}) IN {_INTEGRAL} THEN CAST({text} AS BIGINT) ELSE CAST({text} AS DOUBLE) END"
+    return _node(f"CASE WHEN {_kind(path, types)} IN ('STRING') THEN {cast_text} ELSE {_sql(read)} END")
+
+
+def _compare_by_kind(node: exp.Expression, key: str, path: list[str], types: FieldTypes) -> exp.Expression:
+    """The comparison of the untyped field (operand ``key``) with text: where the event's value is a number, the
+    text is cast to BIGINT (integral value) or DOUBLE (a fraction) and compared as numbers; otherwise as text."""
+    kind, op = _kind(path, types), _OPERATORS[type(node)]
+
+    def compared(spark_type: str) -> str:
+        value = field_read(path, spark_type, types)
+        text = f"CAST({_sql(node.args['expression' if key == 'this' else 'this'])} AS {spark_type.upper()})"
+        return f"{value} {op} {text}" if key == "this" else f"{text} {op} {value}"
+
+    return _node(f"CASE WHEN {kind} IN ('BIGINT', 'INT', 'SMALLINT', 'TINYINT') THEN {compared('bigint')} "
+                 f"WHEN {kind} LIKE 'DECIMAL%' OR {kind} IN ('DOUBLE', 'FLOAT') THEN {compared('double')} "
+                 f"ELSE {_sql(node)} END")
+
+
 def _element_type(node: exp.Expression) -> str | None:
     """The element type of an array a rewritten field read gives (``variant_get(..., 'array<T>')`` → T)."""
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
@@ -220,9 +296,7 @@ def _element_type(node: exp.Expression) -> str | None:
 def to_spark_sql(text: str, types: FieldTypes, *, want: str | None = None) -> str:
     """The expression ``text`` as Spark SQL over the event; ``want`` types a bare field reference (a
     condition wants ``boolean``)."""
-    tree = parse(text)
-    compiler = _Compiler(types)
-    tree = compiler.rewrite(tree, want, frozenset())
+    tree = _Compiler(types).compile(parse(text), want)
     return str(tree.sql(dialect="spark"))
 
 
@@ -467,7 +541,5 @@ def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
 def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None) -> tuple[str, str | None]:
     """``(value, error)``: the expression in a form that gives NULL where it would fail, and SQL giving the
     Spark error class of an event's first failure (NULL when there is none; None when nothing can fail)."""
-    tree = parse(text)
-    tree = _Compiler(types).rewrite(tree, want, frozenset())
-    safe, error = _guard(tree)
+    safe, error = _guard(_Compiler(types).compile(parse(text), want))
     return _sql(safe), error
