@@ -60,6 +60,14 @@ CASES = {
     "unclosed_flow_mapping": (GOOD.replace('where: "x > 1"}', 'where: "x > 1"') + "      - filter: {id: g}\n",
                               r"pipeline.yaml:6:\d+: invalid YAML: .*the mapping opened at line 5, column \d+, "
                               r"is not closed"),
+    # issue 16: an option that would do nothing is refused
+    "drop_with_a_pattern": (GOOD.replace('- filter: {id: f, where: "x > 1"}',
+                                         "- transform: {id: t, ops: [{drop: ['debug_*']}]}"),
+                            r"pipeline.yaml:5:\d+: pipelines\[0\].steps\[0\].transform.ops\[0\].drop.*'debug_\*' "
+                            r"looks like a pattern, but drop takes field paths .*use drop_keys"),
+    "drop_keys_bad_regex": (GOOD.replace('- filter: {id: f, where: "x > 1"}',
+                                         "- transform: {id: t, ops: [{drop_keys: '(unclosed'}]}"),
+                            r"transform.ops\[0\].drop_keys.*'\(unclosed' is not a valid regular expression"),
     "unknown_sink_type": (GOOD + "sinks:\n  - {id: s, type: kafka}\n",
                           r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: edgewise, file, http, mqtt, "
                           r"nats, parquet, postgres, redis, sqlite, stdout"),

@@ -3,7 +3,8 @@
 Pipelines are random chains of the steps (filter, gate, annotate, transform, lookup, tee, dedupe, aggregate,
 window, complete) with random ``when`` and ``on_error``, expressions from a small grammar over the events'
 fields, and random aggregate specs. Events mix BIGINT, DOUBLE and numeric strings, NULLs, missing and nested
-fields, Unicode, a bad value here and there, duplicates and out-of-order event times.
+fields, Unicode, a bad value here and there, duplicates and out-of-order event times; the spool both engines read
+splits them over several segments and holds some in the envelope a daemon's file spool writes.
 
 The generated pipelines stay inside what both engines promise to agree on (docs/spark.md): at most one step with
 a watermark, no ``when`` on a window, event times out of order by less than every watermark delay (Spark moves
@@ -67,22 +68,38 @@ def events(draw: st.DrawFn, max_size: int = 12, ordered: bool = False) -> list[d
 NUMERIC_FIELDS = ["x", "y.z"]
 
 
+UNARY_NUMERIC = ["abs", "floor", "ceil", "sign", "negative", "cbrt"]
+"""Functions of one number drawn into expressions (each defined for every finite input: no NaN, no infinity)."""
+TEXT_FUNCTIONS = ["length(s)", "size(array(s, k))", "instr(s, 'l')", "ascii(s)", "char_length(k)",
+                  "locate('a', concat(k, s))", "size(split(s, ' '))"]
+"""Numbers computed from text fields."""
+
+
 def numeric_expressions() -> st.SearchStrategy[str]:
     leaf = st.one_of(st.sampled_from(NUMERIC_FIELDS), st.integers(-3, 10).map(str), st.sampled_from(["1.5", "0.25"]))
     return st.recursive(leaf, lambda inner: st.one_of(
         st.tuples(inner, st.sampled_from(["+", "-", "*"]), inner).map(lambda p: f"({p[0]} {p[1]} {p[2]})"),
-        inner.map(lambda e: f"abs({e})"),
+        st.tuples(st.sampled_from(UNARY_NUMERIC), inner).map(lambda p: f"{p[0]}({p[1]})"),
         inner.map(lambda e: f"coalesce({e}, 0)"),
+        inner.map(lambda e: f"nvl({e}, -1)"),
         inner.map(lambda e: f"round({e}, 1)"),
         inner.map(lambda e: f"try_divide({e}, 4)"),
+        inner.map(lambda e: f"pmod({e}, 3)"),
+        inner.map(lambda e: f"nullif({e}, 0)"),
         inner.map(lambda e: f"cast({e} AS DOUBLE)"),
-        st.sampled_from(["length(s)", "size(array(s, k))"]),
+        st.tuples(st.deferred(conditions), inner, inner).map(lambda p: f"if({p[0]}, {p[1]}, {p[2]})"),
+        st.tuples(st.deferred(conditions), inner, inner).map(
+            lambda p: f"CASE WHEN {p[0]} THEN {p[1]} ELSE {p[2]} END"),
+        st.sampled_from(TEXT_FUNCTIONS),
     ), max_leaves=4)
 
 
 def string_expressions() -> st.SearchStrategy[str]:
     return st.sampled_from(["s", "k", "concat(k, '-', s)", "upper(s)", "substring(s, 1, 2)", "coalesce(k, 'none')",
-                            "cast(x AS STRING)", "trim(s)"])
+                            "cast(x AS STRING)", "trim(s)", "lower(concat_ws('/', k, s))", "replace(s, 'l', 'L')",
+                            "lpad(s, 4, '*')", "left(s, 2)", "reverse(s)", "initcap(s)",
+                            "regexp_replace(s, '[aeiou]', '_')", "nvl2(k, 'has k', 'no k')", "md5(s)",
+                            "if(length(s) > 2, s, k)"])
 
 
 def conditions() -> st.SearchStrategy[str]:
@@ -90,7 +107,9 @@ def conditions() -> st.SearchStrategy[str]:
         st.tuples(numeric_expressions(), st.sampled_from([">", "<", "=", "<=", "!="]),
                   st.integers(-5, 20)).map(lambda p: f"{p[0]} {p[1]} {p[2]}"),
         st.sampled_from(["k = 'a'", "k IS NULL", "x IS NOT NULL", "s LIKE 'h%'", "k IN ('a', 'ä')",
-                         "y.z > 0", "s = '12'", "x > '5'"]),
+                         "y.z > 0", "s = '12'", "x > '5'", "startswith(s, 'h')", "contains(s, 'l')",
+                         "isnull(y.z)", "s RLIKE '^[0-9.]+$'", "y.z BETWEEN -2 AND 2", "length(k) = 1",
+                         "equal_null(k, 'b')"]),
     )
     return st.recursive(atom, lambda inner: st.one_of(
         st.tuples(inner, st.sampled_from(["AND", "OR"]), inner).map(lambda p: f"({p[0]} {p[1]} {p[2]})"),
@@ -111,6 +130,10 @@ class Case:
     steps: list[dict[str, Any]]
     events: list[dict[str, Any]]
     sinks: list[str] = field(default_factory=list)
+    envelopes: list[int] = field(default_factory=list)
+    """Events (by index) the spool holds in the envelope ``edgewise serve``'s file spool writes."""
+    files: int = 1
+    """Spool segments the events are split over, in order (``part-1.ndjson``, ...)."""
 
     @property
     def has_watermark(self) -> bool:
@@ -145,11 +168,19 @@ class Case:
 
     def fixture_text(self, name: str) -> str:
         """The case as an ``edgewise test`` fixture (no expectations: the oracles decide)."""
-        return yaml.safe_dump({"name": name, "pipeline": self.pipeline(), "events": self.events}, sort_keys=False,
-                              allow_unicode=True)
+        doc: dict[str, Any] = {"name": name, "pipeline": self.pipeline(), "events": self.events}
+        if self.envelopes or self.files != 1:  # how the spool holds them (kept cases replay it)
+            doc.update(envelopes=self.envelopes, files=self.files)
+        return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
-    def spool_text(self) -> bytes:
-        return b"".join(orjson.dumps(e) + b"\n" for e in self.events)
+    def spool_files(self) -> dict[str, bytes]:
+        """The spool both engines read: the events in order over ``files`` segments, some in envelopes (an
+        upstream daemon's id ``up:<n>`` and the event's time in microseconds)."""
+        lines = [orjson.dumps({"id": f"up:{i}", "event_time": int(e.get("t", 0)) * 1_000_000, "source": "up",
+                               "payload": e} if i in self.envelopes else e) + b"\n"
+                 for i, e in enumerate(self.events)]
+        per_file = -(-len(lines) // self.files)
+        return {f"part-{n + 1}.ndjson": b"".join(lines[n * per_file:(n + 1) * per_file]) for n in range(self.files)}
 
 
 @st.composite
@@ -225,7 +256,8 @@ def cases(draw: st.DrawFn, *, spark: bool = False, max_steps: int = 4) -> Case:
     stream = draw(events(ordered=ordered))
     if spark and any(_compares_values(s) for s in steps):  # a documented difference (docs/spark.md, min and max)
         stream = [{**e, "x": None} if isinstance(e.get("x"), str) else e for e in stream]
-    return Case(steps, stream, sinks)
+    envelopes = draw(st.lists(st.integers(0, len(stream) - 1), unique=True, max_size=len(stream)))
+    return Case(steps, stream, sinks, sorted(envelopes), draw(st.integers(1, 3)))
 
 
 def _compares_values(step: dict[str, Any]) -> bool:

@@ -83,11 +83,13 @@ def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
 
 def _spool(case: Case, directory: Path) -> None:
     (directory / "in").mkdir(parents=True, exist_ok=True)
-    (directory / "in" / "part-1.ndjson").write_bytes(case.spool_text())
+    for name, content in case.spool_files().items():
+        (directory / "in" / name).write_bytes(content)
 
 
 class Rejected(Exception):
-    """Spark refused the pipeline before reading data (its analyser's static typing: docs/spark.md)."""
+    """Spark refused the pipeline before reading data for its analyser's static typing (``DATATYPE_MISMATCH``:
+    docs/spark.md). Any other refusal is a query edgewise built wrong, and a difference."""
 
 
 def local_vs_spark(spark: Any, case: Case) -> list[str]:
@@ -103,7 +105,10 @@ def local_vs_spark(spark: Any, case: Case) -> list[str]:
         try:
             remote = _spark_outputs(spark, case, directory)
         except AnalysisException as exc:
-            raise Rejected(str(exc).splitlines()[0]) from exc
+            first = str(exc).splitlines()[0]
+            if not first.startswith("[DATATYPE_MISMATCH"):  # not Spark's static typing: a query edgewise got wrong
+                return [f"Spark refused the query edgewise built: {first[:600]}"]
+            raise Rejected(first) from exc
         except SparkJobFailed as exc:  # the local engine ran it: a query that fails is a difference
             return [f"the Spark query failed, the local engine did not: {str(exc)[:600]}"]
     return _differences(local, remote, "local", "spark")

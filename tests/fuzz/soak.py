@@ -10,6 +10,7 @@ copy it into ``tests/fuzz/cases/`` so the suite replays it for good. Exit 1 when
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import random
 import sys
@@ -113,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         import os
 
         os.environ.setdefault("EDGEWISE_SPARK_LOG_LEVEL", "OFF")  # failures are reported here, once
-        from edgewise.engine.spark.session import spark_session
-
-        spark = spark_session("local[2]", app="edgewise-fuzz", shuffle_partitions=2,
-                              conf={"spark.default.parallelism": "2"})
+        spark = _new_spark()
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     print(f"soak: oracles {', '.join(oracles)}, {args.minutes:g} min, first seed {seed}", flush=True)
     deadline = time.monotonic() + args.minutes * 60
@@ -137,6 +135,11 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:  # a crash of the harness or an engine: report it and go on
                 print(f"ERROR {oracle} (seed {seed}):\n{traceback.format_exc()}", flush=True)
                 failures.append(Path("<error>"))
+                if spark is not None and _stopped(spark):  # the JVM side is gone: later rounds need a new one
+                    print("soak: the Spark session stopped; starting a new one", flush=True)
+                    with contextlib.suppress(Exception):
+                        spark.stop()  # clears the driver's handle, so that a new session is made
+                    spark = _new_spark()
             seed = (seed + 1) % 2**32
         rounds += 1
         left = max(0.0, deadline - time.monotonic())
@@ -145,6 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
     print(f"done: {sum(counts[o] for o in oracles)} examples ({tried}), {len(failures)} failing", flush=True)
     return 1 if failures else 0
+
+
+def _new_spark() -> Any:
+    from edgewise.engine.spark.session import spark_session
+
+    return spark_session("local[2]", app="edgewise-fuzz", shuffle_partitions=2,
+                         conf={"spark.default.parallelism": "2"})
+
+
+def _stopped(spark: Any) -> bool:
+    try:
+        return bool(spark.sparkContext._jsc.sc().isStopped())
+    except Exception:  # the gateway itself is gone
+        return True
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ def kept_cases() -> list[tuple[str, Case, str]]:
     for path in sorted(CASES.glob("*.yaml")):
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         case = Case(doc["pipeline"]["pipelines"][0]["steps"], doc["events"],
-                    [s["id"] for s in doc["pipeline"].get("sinks", [])])
+                    [s["id"] for s in doc["pipeline"].get("sinks", [])], doc.get("envelopes", []),
+                    doc.get("files", 1))
         out.append((path.name, case, doc.get("oracle", "all")))
     return out
 

@@ -1,4 +1,5 @@
-"""``transform`` applies ordered operations to fields: ``set``, ``rename``, ``drop``, ``keep``, ``regex_replace``.
+"""``transform`` applies ordered operations to fields: ``set``, ``rename``, ``drop``, ``drop_keys``, ``keep``,
+``regex_replace``.
 
 Map and fold over arrays are expressions (``transform(xs, x -> ...)``, ``aggregate(xs, 0, (a, x) -> ...)``)
 used in ``set``. Each operation sees the result of the previous one.
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from edgewise.config.models import Expr, Model, StepConfig
 from edgewise.engine.context import RunContext
@@ -36,16 +37,41 @@ class TransformOp(Model):
     set: dict[str, Expr] | None = Field(None, description="field path -> expression")
     rename: dict[str, str] | None = Field(None, description="old field path -> new field path")
     drop: list[str] | None = Field(None, description="field paths to remove")
+    drop_keys: str | None = Field(None, description="a regular expression: every key it matches (re.search) is "
+                                  "removed, at every depth, inside arrays too")
     keep: list[str] | None = Field(None, description="top-level fields to keep; all others are removed")
     regex_replace: RegexReplace | None = None
 
     @model_validator(mode="after")
     def _one_key(self) -> TransformOp:
-        given = [k for k in ("set", "rename", "drop", "keep", "regex_replace") if getattr(self, k) is not None]
+        given = [k for k in OPS if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("each transform operation is a map with exactly one of set, rename, drop, keep, "
-                             f"regex_replace; found {given or 'none'}")
+            raise ValueError(f"each transform operation is a map with exactly one of {', '.join(OPS)}; "
+                             f"found {given or 'none'}")
         return self
+
+    @field_validator("drop")
+    @classmethod
+    def _paths_not_patterns(cls, paths: list[str]) -> list[str]:
+        # a pattern here would name no field and remove nothing, silently
+        for path in paths:
+            if any(c in path for c in _PATTERN_CHARS):
+                raise ValueError(f"{path!r} looks like a pattern, but drop takes field paths (a.b); to remove every "
+                                 "key matching a regular expression, at every depth, use drop_keys: '<regex>'")
+        return paths
+
+    @field_validator("drop_keys")
+    @classmethod
+    def _a_regex(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"{pattern!r} is not a valid regular expression: {exc}") from None
+        return pattern
+
+
+OPS = ("set", "rename", "drop", "drop_keys", "keep", "regex_replace")
+_PATTERN_CHARS = frozenset("*?[]^|(){}\\")  # not "$": JSON keys such as "$schema" are common
 
 
 class TransformConfig(StepConfig):
@@ -110,6 +136,20 @@ def _compile_op(op: TransformOp) -> tuple[Op, str]:
             return out
 
         return drop, "drop " + ", ".join(op.drop)
+    if op.drop_keys is not None:
+        matches = re.compile(op.drop_keys).search
+
+        def without(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {k: without(v) for k, v in value.items() if not matches(k)}
+            if isinstance(value, list):
+                return [without(v) for v in value]
+            return value
+
+        def drop_keys(p: Payload) -> Payload:
+            return cast(Payload, without(p))
+
+        return drop_keys, f"drop keys matching /{op.drop_keys}/"
     if op.keep is not None:
         names = list(dict.fromkeys(op.keep))
 

@@ -36,7 +36,7 @@ from edgewise.engine.spark.sources import (
     spool_frame,
 )
 from edgewise.engine.spark.sql import to_spark_sql
-from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless
+from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless, runs_in_python
 from edgewise.engine.spark.windows import compile_window
 from edgewise.errors import ConfigError, EdgewiseError
 
@@ -271,13 +271,13 @@ class SparkJob:
                     side.append(routed)
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step), self.plan, self.options.now_us)
-            elif step.kind in STATELESS:
+            elif step.kind in STATELESS and not runs_in_python(step):
                 stage = compile_stateless(stage, step)
             elif step.kind == "aggregate":
                 stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us)
             elif step.kind == "complete":
                 stage = compile_complete(stage, cast("CompleteStep", step), self.plan, self.options.now_us)
-            else:  # spawn and plugin steps: the local step class on the executors
+            else:  # spawn, plugin steps and transform ops Spark has no form for: the local step on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
         # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below the

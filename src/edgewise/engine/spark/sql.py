@@ -142,6 +142,11 @@ class _Compiler:
             if known is None:
                 read_node.meta[_UNTYPED] = path
             return read_node
+        if isinstance(node, exp.Dot) and path is None:
+            element = _element_path(node)
+            from_element = None if element is None else self._field_of_element(*element, want, lambda_vars)
+            if from_element is not None:
+                return from_element
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -173,6 +178,22 @@ class _Compiler:
                     element_type = _element_type(r)
                 node.set(key, r)
         return node
+
+    def _field_of_element(self, element: exp.Expression, parts: list[str], want: str | None,
+                          lambda_vars: frozenset[str]) -> exp.Expression | None:
+        """``items[0].sku``, ``get(items, 0).sku``: the element of an array of unknown element type is a VARIANT,
+        whose fields are read like an event's (Spark's ``.`` only extracts from a STRUCT). None where the element
+        is typed (a STRUCT: ``.`` works as it is)."""
+        rewritten = self.rewrite(element.copy(), None, lambda_vars)
+        array = rewritten.this if isinstance(rewritten, exp.Bracket) else rewritten.expressions[0]
+        if _element_type(array) != "variant":
+            return None
+        variant = _sql(rewritten)
+        path = json_path(parts)
+        if want is None or want == "variant":
+            read = f"variant_get({variant}, '{path}')"
+            return _node(f"CASE WHEN is_variant_null({read}) THEN NULL ELSE {read} END")
+        return _node(f"variant_get({variant}, '{path}', '{want}')")
 
     def _lambda(self, parent: exp.Expression, node: exp.Lambda, element_type: str | None,
                 lambda_vars: frozenset[str]) -> exp.Expression:
@@ -221,6 +242,22 @@ class _Compiler:
         if isinstance(parent, exp.Transform) and key == "this":
             return "array<variant>"
         return None
+
+
+_ELEMENT_ACCESS = ("get", "element_at", "try_element_at")
+
+
+def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:
+    """``(element, [field, ...])`` where ``node`` reads fields of an array element (``xs[0].a.b``,
+    ``get(xs, 0).a``); None for anything else."""
+    parts: list[str] = []
+    current: exp.Expression = node
+    while isinstance(current, exp.Dot) and isinstance(current.expression, exp.Identifier):
+        parts.insert(0, current.expression.name)
+        current = current.this
+    accesses = isinstance(current, exp.Bracket) or (
+        isinstance(current, exp.Anonymous) and str(current.this).lower() in _ELEMENT_ACCESS)
+    return (current, parts) if accesses and parts else None
 
 
 _UNTYPED = "edgewise_untyped"

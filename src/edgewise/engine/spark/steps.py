@@ -230,6 +230,14 @@ def compile_annotate(stage: Stage, step: AnnotateStep) -> Stage:
     return _edit(stage, step, exprs, applies, values, _setting(paths), paths)
 
 
+def runs_in_python(step: Step) -> bool:
+    """A stateless step Spark has no operation for: a ``transform`` that removes keys by pattern at every depth
+    (``drop_keys``; a VARIANT cannot be rebuilt without them in SQL). It runs as the local step on the executors
+    (``python_steps.py``), with the same results."""
+    return step.kind == "transform" and any(op.drop_keys is not None
+                                            for op in cast("TransformConfig", step.config).ops)
+
+
 def compile_transform(stage: Stage, step: TransformStep) -> Stage:
     for i, op in enumerate(cast("TransformConfig", step.config).ops):
         stage = _transform_op(stage, step, op, i)
@@ -275,10 +283,15 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
         if step.config.when is None:  # every live row keeps the same fields: the layout says which
             F.keep_fields(types, names)
             return stage
-        # only some rows keep them: the whole event as a map, filtered where the step applies
+        # only some rows keep them: the whole event as a map, filtered where the step applies (and its `when` did
+        # not fail: a failing `when` takes on_error, with the event as it was)
         df = materialize(stage).withColumn("_applies", f.expr(applies))
+        error = exprs.error()
+        if error is not None:
+            df = with_error(df, error, types)
+        ok = "_applies" if error is None else "(_applies AND _err IS NULL)"
         kept = f"map_filter({EVENT}, (k, v) -> k IN ({', '.join(F.quote(n) for n in names)}))"
-        df = df.withColumn(EVENT, f.expr(f"CASE WHEN _applies THEN {kept} ELSE {EVENT} END"))
+        df = df.withColumn(EVENT, f.expr(f"CASE WHEN {ok} THEN {kept} ELSE {EVENT} END"))
         types.keep(names)
         return Stage(apply_on_error(stage, step, df, applies, exprs), types, stage.pipeline, stage.now_sql)
     rr = op.regex_replace
