@@ -158,3 +158,74 @@ def test_pinned_difference_min_max_over_text_and_numbers(spark: Any, tmp_path: P
 """
     assert [r["hi"] for r in _local(text, tmp_path).values()] == ["oops"]
     assert [r["hi"] for r in _spark(spark, text, tmp_path).values()] == [360]
+
+
+def test_pinned_difference_static_types(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Static types: Spark's analyser refuses CASE branches of different types before reading any
+    data; the local engine evaluates the branch each event takes."""
+    import pytest
+    from pyspark.errors import AnalysisException
+
+    _spool(tmp_path, ['{"b":true}', '{"b":false}'])
+    text = SPOOL + """
+      - annotate: {id: a, set: {v: "CASE WHEN b THEN b ELSE 0 END"}, on_error: skip}
+"""
+    assert sorted(str(r["v"]) for r in _local(text, tmp_path).values()) == ["0", "True"]
+    with pytest.raises(AnalysisException, match="DATATYPE_MISMATCH"):
+        _spark(spark, text, tmp_path)
+
+
+def test_pinned_difference_implicit_cast_before_null(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Implicit casts before NULL: `t + d` with a text `t` that is not a number and `d` NULL is NULL
+    locally; Spark casts `t` first, and the event fails (skipped here)."""
+    _spool(tmp_path, ['{"t":"abc","d":null}', '{"t":"2","d":null}'])
+    text = SPOOL + """
+      - annotate: {id: a, set: {v: "t + d"}, on_error: skip}
+"""
+    assert sorted((r["t"], r["v"]) for r in _local(text, tmp_path).values()) == [("2", None), ("abc", None)]
+    assert [(r["t"], r["v"]) for r in _spark(spark, text, tmp_path).values()] == [("2", None)]
+
+
+def test_pinned_difference_numbers_written_back(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Numbers: a JSON 2.0 passed through is written as 2.0 locally and as 2 on Spark (its VARIANT
+    holds the decimal 2); by value they are equal."""
+    _spool(tmp_path, ['{"v":2.0,"w":2.5}'])
+    text = SPOOL + """
+      - filter: {id: all, where: "true"}
+"""
+    [local] = _local(text, tmp_path).values()
+    [remote] = _spark(spark, text, tmp_path).values()
+    assert isinstance(local["v"], float) and isinstance(remote["v"], int) and local["v"] == remote["v"] == 2
+    assert local["w"] == remote["w"] == 2.5
+
+
+def test_pinned_difference_watermark_moves_once_per_micro_batch(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Watermarks: in one micro-batch `t=100` then `t=0` (watermark 10 s): the local engine's
+    watermark has passed `t=0`'s window when it arrives (late, dropped); Spark's moves after the micro-batch, so both
+    windows are counted."""
+    _spool(tmp_path, ['{"t":100}', '{"t":0}'])
+    text = SPOOL_EVENT_TIME + """
+      - window: {id: w, tumbling: 10s, watermark: 10s, aggs: {n: count()}}
+"""
+    assert sorted(r["window_start"][:19] for r in _local(text, tmp_path).values()) == ["1970-01-01T00:01:40"]
+    assert sorted(r["window_start"][:19] for r in _spark(spark, text, tmp_path).values()) == [
+        "1970-01-01T00:00:00", "1970-01-01T00:01:40"]
+
+
+def test_pinned_difference_dead_letter_messages(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Dead-letter messages: the same event, step and error class on both engines; the message names
+    the value locally and is the class's own words on Spark."""
+    _spool(tmp_path, ['{"x":"oops"}'])
+    text = SPOOL + """
+      - annotate: {id: a, set: {v: "x * 2"}, on_error: dead}
+sinks: [{id: dead, type: stdout}]
+"""
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    dead = ListSink("dead")
+    LocalEngine(plan, clock=FakeClock(0), sinks={"<stdout>": ListSink(), "dead": dead}).run(
+        [plan.source_classes[s.id](s, _build(tmp_path)) for s in plan.sources])
+    [local] = dead.records
+    [(_, remote)] = _collecting(spark, text, tmp_path, tmp_path / "ck")["dead"]
+    assert (local["event"], local["step"], local["error"]["type"]) == (
+        remote["event"], remote["step"], remote["error"]["type"]) == ({"x": "oops"}, "a", "CAST_INVALID_INPUT")
+    assert "'oops'" in local["error"]["message"] and "'oops'" not in remote["error"]["message"]
