@@ -33,14 +33,17 @@ def read_spool(directory: Path) -> list[dict]:
 
 
 def test_events_are_queued_processed_and_acknowledged(start_daemon, tmp_path):
-    d = start_daemon(FILE_PIPELINE.format(out=tmp_path / "out"))
+    # an open source for posts that name none, and a mesh peer (its own token) that may send events with their ids
+    sources = ("version: 1\nsources: [{id: http, type: http, anonymous: true}, "
+               "{id: peer, type: http, mesh: true, tokens: [peer-token]}]\n")
+    d = start_daemon(sources + FILE_PIPELINE.format(out=tmp_path / "out").replace("version: 1\n", ""))
     one = d.post("/v1/events", '{"n": 1}')
     assert one.status_code == 202, one.text
     assert one.json() == {"accepted": 1, "ids": ["http:1"]}
     many = d.post("/v1/events", json.dumps([{"n": 2}, {"n": 3}]))
     nd = d.post("/v1/events", '{"n": 4}\n\n{"n": 5}\n', "application/x-ndjson")
-    env = d.post("/v1/events", json.dumps({"events": [{"id": "mine-1", "payload": {"n": 6}}]}),
-                 "application/vnd.edgewise.events+json")
+    env = d.post("/v1/events?source=peer", json.dumps({"events": [{"id": "mine-1", "payload": {"n": 6}}]}),
+                 "application/vnd.edgewise.events+json", Authorization="Bearer peer-token")
     assert many.json()["ids"] == ["http:2", "http:3"]
     assert nd.json()["ids"] == ["http:4", "http:5"]
     assert env.json()["ids"] == ["mine-1"]
@@ -93,7 +96,9 @@ sources:
 pipelines: [{{id: p, to: [out]}}]
 sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
 """)
-    assert d.post("/v1/events", "{}").status_code == 202  # the first source, open
+    # another source requires a token, so a post that names none goes nowhere unless a source says anonymous: true
+    assert d.post("/v1/events", "{}").status_code == 403
+    assert d.post("/v1/events?source=open", "{}").status_code == 202
     assert d.post("/v1/events?source=private", "{}").status_code == 401
     assert d.post("/v1/events?source=private", "{}", Authorization="Bearer nope").status_code == 403
     assert d.post("/v1/events?source=private", "{}", Authorization="Basic czNjcmV0").status_code == 401

@@ -8,6 +8,7 @@ import json
 import secrets
 import threading
 import time
+from typing import Any
 
 import orjson
 import pytest
@@ -120,6 +121,15 @@ async def _stream_messages(stream: str) -> list[tuple[str | None, dict]]:
     return out
 
 
+PEER = "{id: peer, type: http, mesh: true, tokens: [peer-token]}"
+"""A mesh peer's source: only it may send events with the ids they already have (a replay, another daemon)."""
+
+
+def post_as_peer(d: Any, envelope: str) -> Any:
+    return d.post("/v1/events?source=peer", envelope, "application/vnd.edgewise.events+json",
+                  Authorization="Bearer peer-token")
+
+
 def test_nats_source_and_a_deduplicating_nats_sink(start_daemon, tmp_path):
     need(port_open(4222), "NATS with JetStream on 127.0.0.1:4222")
     run = secrets.token_hex(4)
@@ -131,13 +141,14 @@ def test_nats_source_and_a_deduplicating_nats_sink(start_daemon, tmp_path):
 version: 1
 sources:
   - {{id: js, type: nats, stream: {source_stream}, subject: "ewin.{run}.>"}}
+  - {PEER}
 pipelines: [{{id: p, to: [out]}}]
 sinks: [{{id: out, type: nats, subject: "ewout.{run}"}}]
 """)
     d.wait_processed(30)
     # the same ids again (a replay): JetStream drops them by Nats-Msg-Id
     again = {"events": [{"id": f"js:{i}", "payload": {"n": 100 + i}} for i in range(1, 6)]}
-    assert d.post("/v1/events", json.dumps(again), "application/vnd.edgewise.events+json").status_code == 202
+    assert post_as_peer(d, json.dumps(again)).status_code == 202
     d.wait_processed(35)
     d.stop()
     messages = asyncio.run(_stream_messages(sink_stream))
@@ -162,12 +173,13 @@ def test_redis_stream_sink_skips_repeated_ids(start_daemon, tmp_path):
     stream = f"ew-test:{secrets.token_hex(4)}"
     d = start_daemon(f"""
 version: 1
+sources: [{PEER}]
 pipelines: [{{id: p, to: [r]}}]
 sinks: [{{id: r, type: redis, stream: "{stream}"}}]
 """)
     body = json.dumps({"events": [{"id": f"e{i}", "payload": {"n": i}} for i in range(10)]})
     for _ in range(2):
-        assert d.post("/v1/events", body, "application/vnd.edgewise.events+json").status_code == 202
+        assert post_as_peer(d, body).status_code == 202
     d.wait_processed(20)
     client = redis.Redis()
     entries = client.xrange(stream)
@@ -212,9 +224,11 @@ sinks:
     db.close()
 
 
-def test_a_mesh_of_two_daemons_keeps_event_ids(start_daemon, tmp_path):
+def test_a_mesh_of_two_daemons_keeps_event_ids(start_daemon, tmp_path, monkeypatch):
+    monkeypatch.setenv("EW_MESH_TOKEN", "edge-to-hub")
     hub = start_daemon(f"""
 version: 1
+sources: [{{id: edges, type: http, mesh: true, token_env: EW_MESH_TOKEN}}]
 pipelines: [{{id: p, to: [out]}}]
 sinks: [{{id: out, type: file, path: {tmp_path / 'hub-out'}, envelope: true}}]
 """, data_dir=tmp_path / "hub")
@@ -224,8 +238,12 @@ pipelines:
   - id: p
     steps: [{{annotate: {{id: at, set: {{edge: "true"}}}}}}]
     to: [hub]
-sinks: [{{id: hub, type: edgewise, url: "{hub.url}"}}]
+sinks: [{{id: hub, type: edgewise, url: "{hub.url}", source: edges, token_env: EW_MESH_TOKEN}}]
 """, data_dir=tmp_path / "edge")
+    # without the peer's token nothing gets in, and an envelope to a source that is not a peer neither
+    envelope = json.dumps({"events": [{"id": "forged-1", "payload": {}}]})
+    assert hub.post("/v1/events?source=edges", envelope, "application/vnd.edgewise.events+json").status_code == 401
+    assert edge.post("/v1/events", envelope, "application/vnd.edgewise.events+json").status_code == 403
     ids = edge.post("/v1/events", json.dumps([{"n": i} for i in range(5)])).json()["ids"]
     edge.wait_processed(5)
     hub.wait_processed(5)

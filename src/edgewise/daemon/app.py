@@ -1,9 +1,11 @@
 """The daemon's HTTP API (Starlette on uvicorn). The contract is ``openapi.py``, served at ``/openapi.json``.
 
 Ingest checks, in this order, so the cheapest refusal comes first and nothing is read that will not be kept:
-unknown source (404), recovering or draining (503), auth (401/403), content type (415), declared size (413),
+unknown source (404; no source named and none open to anonymous posts: 403), recovering or draining (503), auth
+(401/403; at ``/v1/events`` a source that requires a signature: 403), content type (415), declared size (413),
 backpressure (429) or a full disk (507); then the body is read (413 beyond the limit), checked (400, naming each
-bad line) and queued; the reply (202, with the event ids) is sent only after the commit.
+bad line; events with their own ids from a source that is not a mesh peer: 403) and queued; the reply (202, with
+the event ids) is sent only after the commit.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from edgewise.daemon.openapi import openapi_document
 from edgewise.daemon.queue import Append, QueueFull
 from edgewise.daemon.ui import DASHBOARD_HTML
 from edgewise.events import Batch
-from edgewise.sources.http import AuthError, HttpSource
+from edgewise.sources.http import AuthError, HttpSource, anonymous_source
 
 if TYPE_CHECKING:
     from edgewise.daemon.server import Daemon
@@ -97,7 +99,11 @@ class EventsEndpoint:
         query = scope.get("query_string", b"")
         name = parse_qs(query.decode("latin-1")).get("source", [None])[0] if query else None
         source = self.source_for(name)
-        if source is None:
+        if source is None and name is None:
+            response = problem(403, "no http source takes events that name no source here (one that requires no "
+                                    "credentials needs `anonymous: true` when another one does); post to "
+                                    f"/v1/events?source=<id>; sources: {', '.join(self.daemon.http)}")
+        elif source is None:
             response = problem(404, f"no http source {name!r}; sources: {', '.join(self.daemon.http)}")
         else:
             response = await self._events(headers, receive, source, started)
@@ -110,6 +116,10 @@ class EventsEndpoint:
         if refused is not None:
             return refused
         try:
+            source.check_events_route()
+        except AuthError as exc:
+            return problem(exc.status, exc.message)
+        try:
             body = await read_body(headers, receive, source.config.max_body)
         except BodyRefused as exc:
             return problem(exc.status, exc.message)
@@ -117,6 +127,11 @@ class EventsEndpoint:
             parsed = parse_events(body, headers.get("content-type"), source.config.max_events)
         except BodyError as exc:
             return problem(exc.status, exc.message, exc.problems)
+        if parsed.ids is not None:
+            try:
+                source.check_chosen_ids()
+            except AuthError as exc:
+                return problem(exc.status, exc.message)
         append = Append(source.id, parsed.kind, parsed.body, parsed.count, ids=parsed.ids)
         return await self.finish(source, append, started)
 
@@ -127,7 +142,7 @@ def build_app(daemon: Daemon) -> ASGIApp:
 
     def source_for(name: str | None) -> HttpSource | None:
         if name is None:
-            return next(iter(daemon.http.values()))
+            return anonymous_source(daemon.http)
         return daemon.http.get(name)
 
     def admit(headers: Headers, source: HttpSource) -> Response | None:

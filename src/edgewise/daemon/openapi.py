@@ -30,7 +30,9 @@ INGEST_ERRORS = {
     "400": _error("a bad body: malformed JSON, not an object, invalid UTF-8, too deep, a number out of range; "
                   "nothing was queued"),
     "401": _error("authentication needed (bearer token, or a webhook signature missing or wrong)"),
-    "403": _error("the token is not accepted by this source"),
+    "403": _error("the token is not accepted by this source; or the request names no source and none takes "
+                  "anonymous posts; or a source that requires a signature was posted to at /v1/events; or a source "
+                  "that is not a mesh peer got events with their own ids"),
     "404": _error("no such http source"),
     "413": _error("the body or the number of events is over the source's limit"),
     "415": _error("unsupported content type"),

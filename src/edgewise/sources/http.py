@@ -3,9 +3,12 @@
 
 Per source: bearer tokens (``Authorization: Bearer …``; 401 without one, 403 with a wrong one) and, for
 webhooks, a signature over the raw body: GitHub's ``X-Hub-Signature-256: sha256=<hex HMAC-SHA256>`` or a generic
-HMAC-SHA256 in a header of your choice. Signatures and tokens are compared in constant time. Secrets are read from
-environment variables (``secret_env``, ``token_env``) so they stay out of pipeline files; literal values are
-accepted for local testing.
+HMAC-SHA256 in a header of your choice. Every route honours them: a source that requires a signature takes events
+only at its webhook route (``/v1/events`` carries no signature: 403); a request that names no source goes only to
+a source open to anonymous posts (``anonymous_source``); only a mesh peer (``mesh: true``, with its own token) may
+send the envelope whose events keep the ids they claim. Signatures and tokens are compared in constant time.
+Secrets are read from environment variables (``secret_env``, ``token_env``) so they stay out of pipeline files;
+literal values are accepted for local testing.
 """
 
 from __future__ import annotations
@@ -40,12 +43,30 @@ class HttpSourceConfig(SourceConfig):
                                  "it becomes the event id, so a redelivery keeps its id")
     max_body: int = Field(16 * 1024 * 1024, ge=1024, description="largest accepted body in bytes (413 above)")
     max_events: int = Field(100_000, ge=1, description="most events in one request (413 above)")
+    anonymous: bool | None = Field(None, description="take `POST /v1/events` requests that name no source. "
+                                   "Default: the file's first http source, but only when no http source requires a "
+                                   "token or signature; otherwise only a source that says `anonymous: true`")
+    mesh: bool = Field(False, description="a mesh peer (another daemon's `edgewise` sink): it may send the "
+                       "envelope body, whose events keep the ids they were given; needs tokens of its own")
 
     @model_validator(mode="after")
     def _secret_given(self) -> HttpSourceConfig:
         if self.signature != "none" and not (self.secret or self.secret_env):
             raise ValueError(f"signature: {self.signature} needs `secret_env:` (or `secret:`)")
+        if self.anonymous and self.requires_auth:
+            raise ValueError("anonymous: true takes requests without credentials, but this source requires a "
+                             "token or a signature; drop one of them")
+        if self.mesh and not (self.tokens or self.token_env):
+            raise ValueError("mesh: true lets a peer choose event ids, so it needs a token of its own "
+                             "(`token_env:` or `tokens:`)")
+        if self.mesh and self.signature != "none":
+            raise ValueError("mesh: true takes envelopes at /v1/events, which a signed source refuses; a mesh "
+                             "source authenticates with its token, not a signature")
         return self
+
+    @property
+    def requires_auth(self) -> bool:
+        return bool(self.tokens or self.token_env or self.signature != "none")
 
 
 class AuthError(Exception):
@@ -53,6 +74,17 @@ class AuthError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def anonymous_source(sources: Mapping[str, HttpSource]) -> HttpSource | None:
+    """Where ``POST /v1/events`` without ``?source=`` goes: the first source with ``anonymous: true``; failing
+    that, when no http source requires credentials, the first one that does not refuse (``anonymous: false``)."""
+    chosen = [s for s in sources.values() if s.config.anonymous]
+    if chosen:
+        return chosen[0]
+    if any(s.config.requires_auth for s in sources.values()):
+        return None
+    return next((s for s in sources.values() if s.config.anonymous is None), None)
 
 
 class HttpSource(DaemonSource):
@@ -110,6 +142,18 @@ class HttpSource(DaemonSource):
         expected = hmac.new(self.secret, body, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(digest.lower().encode(), expected.encode()):
             raise AuthError(401, f"the {header} signature does not match the body")
+
+    def check_events_route(self) -> None:
+        """``POST /v1/events`` carries no signature: a source that requires one refuses it (403)."""
+        if self.config.signature != "none":
+            raise AuthError(403, f"source {self.id} takes only signed webhook deliveries, at "
+                                 f"POST /v1/webhooks/{self.id}")
+
+    def check_chosen_ids(self) -> None:
+        """Only a mesh peer may send events with the ids (and so the place in an upserting sink) they claim."""
+        if not self.config.mesh:
+            raise AuthError(403, f"source {self.id} does not take events with their own ids (the envelope body): "
+                                 "only a source with `mesh: true` and a token of its own does")
 
     def webhook_meta(self, headers: Mapping[str, str]) -> dict[str, str | None]:
         return {"event": headers.get(self.config.event_header),
