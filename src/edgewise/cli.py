@@ -26,6 +26,7 @@ examples:
   edgewise spark pipeline.yaml --once           run on Spark (exactly-once; pip install 'edgewise[spark]')
   edgewise serve pipeline.yaml --port 8080      the edge daemon: HTTP/MQTT/NATS in, durable queue, workers
   edgewise inspect queue --data-dir DIR         what the daemon's queue holds (also: dead-letters, state)
+  edgewise diff old.yaml new.yaml in.ndjson     what a change to a file does to its output, record by record
   edgewise functions                            list the expression functions
 """
 
