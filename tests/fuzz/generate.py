@@ -87,9 +87,9 @@ def numeric_expressions() -> st.SearchStrategy[str]:
         inner.map(lambda e: f"pmod({e}, 3)"),
         inner.map(lambda e: f"nullif({e}, 0)"),
         inner.map(lambda e: f"cast({e} AS DOUBLE)"),
-        st.tuples(st.deferred(conditions), inner, inner).map(lambda p: f"if({p[0]}, {p[1]}, {p[2]})"),
-        st.tuples(st.deferred(conditions), inner, inner).map(
-            lambda p: f"CASE WHEN {p[0]} THEN {p[1]} ELSE {p[2]} END"),
+        # if(...) and CASE over generated conditions are not drawn yet: the Spark form of a guarded step grows
+        # exponentially with such nesting (each guard repeats its operands' SQL) until the driver runs out of heap;
+        # an open defect (issue 13 note), kept out of the grammar until the guard shares subexpressions
         st.sampled_from(TEXT_FUNCTIONS),
     ), max_leaves=4)
 
@@ -148,6 +148,9 @@ class Case:
             return False
         times = [e["t"] for e in self.events]
         if any(k in ORDER_SENSITIVE for k in kinds) and times != sorted(times):
+            return False
+        if any(next(iter(s)) == "tee" or next(iter(s.values())).get("on_error") == "dead"
+               for s in (self.steps[i] for i in routes_before_keyed(kinds))):
             return False
         return all(s[k].get("on_error", "fail") != "fail" and not (k == "window" and "when" in s[k])
                    for s, k in zip(self.steps, kinds, strict=True))
@@ -250,14 +253,28 @@ def cases(draw: st.DrawFn, *, spark: bool = False, max_steps: int = 4) -> Case:
         marked = [i for i, k in enumerate(kinds) if k in ("window", "dedupe", "complete")]
         for i in marked[1:]:
             kinds[i] = "aggregate"
+    between = routes_before_keyed(kinds) if spark else set()
+    kinds = ["filter" if i in between and k == "tee" else k for i, k in enumerate(kinds)]
     sinks: list[str] = []
-    steps = [draw(step(i, k, on_errors, sinks)) for i, k in enumerate(kinds)]
+    steps = [draw(step(i, k, ["skip"] if i in between else on_errors, sinks)) for i, k in enumerate(kinds)]
     ordered = spark and any(k in ORDER_SENSITIVE for k in kinds)
     stream = draw(events(ordered=ordered))
     if spark and any(_compares_values(s) for s in steps):  # a documented difference (docs/spark.md, min and max)
         stream = [{**e, "x": None} if isinstance(e.get("x"), str) else e for e in stream]
     envelopes = draw(st.lists(st.integers(0, len(stream) - 1), unique=True, max_size=len(stream)))
     return Case(steps, stream, sinks, sorted(envelopes), draw(st.integers(1, 3)))
+
+
+def routes_before_keyed(kinds: list[str]) -> set[int]:
+    """Steps between a window and a later keyed step (aggregate, dedupe, complete). On Spark a row such a step
+    routes to a sink (a tee copy, a dead letter) is lost: a known defect, pinned by
+    ``tests/spark/test_messy_input.py::test_known_defect_rows_routed_between_a_window_and_a_keyed_step`` and named
+    in docs/spark.md; the Spark oracle keeps out of it until it is fixed."""
+    if "window" not in kinds:
+        return set()
+    start = kinds.index("window")
+    keyed = [i for i, k in enumerate(kinds) if i > start and k in ("aggregate", "dedupe", "complete")]
+    return set(range(start + 1, keyed[-1])) if keyed else set()
 
 
 def _compares_values(step: dict[str, Any]) -> bool:
