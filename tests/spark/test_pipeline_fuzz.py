@@ -12,7 +12,7 @@ from hypothesis import given
 
 from tests.fuzz.generate import Case, cases
 from tests.fuzz.oracles import Rejected, local_vs_spark
-from tests.fuzz.test_pipelines import budget, kept_cases
+from tests.fuzz.test_pipelines import budget, kept_cases, known_defects
 
 
 @budget(10)
@@ -25,9 +25,12 @@ def test_local_engine_and_spark_agree(spark: Any, case: Case) -> None:
     assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
 
 
-SPARK_CASES = [c for c in kept_cases() if c[2] in ("all", "spark") and c[1].for_spark]
+SPARK_CASES = [
+    pytest.param(*c, id=c[0], marks=[pytest.mark.xfail(strict=True, reason=f"known defect: {known_defects()[c[0]]}")]
+                 if c[0] in known_defects() else [])
+    for c in kept_cases() if c[2] in ("all", "spark") and c[1].for_spark]
 
 
-@pytest.mark.parametrize(("name", "case", "oracle"), SPARK_CASES, ids=[c[0] for c in SPARK_CASES])
+@pytest.mark.parametrize(("name", "case", "oracle"), SPARK_CASES)
 def test_kept_failures_stay_fixed_on_spark(spark: Any, name: str, case: Case, oracle: str) -> None:
     assert not local_vs_spark(spark, case), name

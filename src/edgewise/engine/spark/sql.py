@@ -381,6 +381,8 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         return node, None
     if isinstance(node, exp.Case):
         return _guard_case(node)
+    if isinstance(node, exp.And | exp.Or):
+        return _guard_connective(node)
     if isinstance(node, exp.Anonymous):
         name = str(node.this).lower()
         if name == "coalesce":
@@ -557,6 +559,20 @@ def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
         if ed:
             not_before = " AND ".join(f"NOT coalesce({t}, false)" for t in taken) or "true"
             errors.append(f"CASE WHEN {not_before} THEN {ed} END")
+    return node, _first(errors)
+
+
+def _guard_connective(node: exp.And | exp.Or) -> tuple[exp.Expression, str | None]:
+    """``a AND b`` does not evaluate ``b`` where ``a`` is FALSE (``OR``: TRUE), on Spark as on the local engine, so
+    an error of ``b`` there is no error of the event."""
+    left, left_error = _guard(node.this)
+    right, right_error = _guard(node.expression)
+    node.set("this", left)
+    node.set("expression", right)
+    decided = "false" if isinstance(node, exp.And) else "true"
+    errors = [left_error or ""]
+    if right_error:
+        errors.append(f"CASE WHEN NOT coalesce(({_sql(left)}) = {decided}, false) THEN {right_error} END")
     return node, _first(errors)
 
 
