@@ -257,8 +257,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.input == "-" or not plan.sources:
         sources = [StdinSource(StdinConfig(id="stdin"), build)]
     else:  # the file's own sources; their relative paths start at the pipeline file
-        base = BuildContext(os.path.dirname(os.path.abspath(plan.file)))
-        sources = [plan.source_classes[s.id](s, base) for s in plan.sources]
+        sources = [plan.source(s) for s in plan.sources]
     engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size),
                          commit_interval=max(0.0, args.commit_interval), fresh=args.fresh)
     stats = engine.run(sources)

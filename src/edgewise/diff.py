@@ -28,7 +28,7 @@ from edgewise.config.plan import Plan
 from edgewise.engine.context import RunContext
 from edgewise.engine.guard import GuardedStep
 from edgewise.events import Batch
-from edgewise.jsonio import dumps
+from edgewise.jsonio import as_written
 from edgewise.sources.base import Source
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "(absent)"})()
@@ -86,16 +86,12 @@ class _StepCounts:
 
     def __init__(self) -> None:
         self.entered: Counter[tuple[str, str]] = Counter()
-        self.order: list[tuple[str, str]] = []
 
     def pipeline(self, pipeline_id: str, events: int) -> AbstractContextManager[object]:
         return contextlib.nullcontext()
 
     def step(self, pipeline_id: str, guarded: GuardedStep, batch: Batch, ctx: RunContext) -> Batch:
-        key = (pipeline_id, guarded.step.id)
-        if key not in self.entered:
-            self.order.append(key)
-        self.entered[key] += len(batch)
+        self.entered[(pipeline_id, guarded.step.id)] += len(batch)
         return guarded.run(batch, ctx)
 
 
@@ -129,11 +125,6 @@ def _run(plan: Plan, sources: list[Source]) -> _Version:
 # ---------------------------------------------------------------- comparing
 
 
-def _canonical(record: Any) -> Any:
-    """The record as it would be written (the engine's JSON encoding of numbers and times)."""
-    return orjson.loads(dumps(record))
-
-
 def field_changes(old: Any, new: Any, path: str = "") -> list[FieldChange]:
     """Where two records differ, field by field (objects recursively; anything else as a whole).
 
@@ -162,14 +153,14 @@ def compare_records(kind: str, output_id: str, old: list[tuple[str, Any]],
     diff = OutputDiff(kind, output_id, len(old), len(new))
     by_id_new: dict[str, list[Any]] = {}
     for event_id, record in new:
-        by_id_new.setdefault(event_id, []).append(_canonical(record))
+        by_id_new.setdefault(event_id, []).append(as_written(record))
     for event_id, record in old:
         waiting = by_id_new.get(event_id)
         if not waiting:
             diff.only_old.append((event_id, record))
             continue
         other = waiting.pop(0)
-        changes = field_changes(_canonical(record), other)
+        changes = field_changes(as_written(record), other)
         if changes:
             diff.changed.append(Changed(event_id, changes))
     for event_id, records in by_id_new.items():
@@ -196,7 +187,6 @@ def _union(first: list[tuple[str, str]], second: list[tuple[str, str]]) -> list[
 
 def sources_for(plan: Plan, inputs: Sequence[str]) -> list[Source]:
     """INPUT files (NDJSON, one source ``input`` each, as ``edgewise run`` reads them), or the file's own sources."""
-    import os
 
     from edgewise.sources.file import FileSource, FileSourceConfig
 
@@ -204,8 +194,7 @@ def sources_for(plan: Plan, inputs: Sequence[str]) -> list[Source]:
         return [FileSource(FileSourceConfig(id="input" if len(inputs) == 1 else f"input{n + 1}", path=path),
                            BuildContext("."))
                 for n, path in enumerate(inputs)]
-    base = BuildContext(os.path.dirname(os.path.abspath(plan.file)))
-    return [plan.source_classes[s.id](s, base) for s in plan.sources]
+    return [plan.source(s) for s in plan.sources]
 
 
 def diff_files(old_file: str, new_file: str, inputs: Sequence[str]) -> DiffReport:
@@ -214,7 +203,7 @@ def diff_files(old_file: str, new_file: str, inputs: Sequence[str]) -> DiffRepor
 
 
 def _short(value: Any, width: int = 60) -> str:
-    text = "(absent)" if value is MISSING else orjson.dumps(_canonical(value)).decode()
+    text = "(absent)" if value is MISSING else orjson.dumps(as_written(value)).decode()
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -262,16 +251,16 @@ def _count(n: int | None) -> str:
 
 def as_json(report: DiffReport) -> dict[str, Any]:
     def changes(c: Changed) -> dict[str, Any]:
-        return {"id": c.id, "fields": [{"path": f.path, **({} if f.old is MISSING else {"old": _canonical(f.old)}),
-                                        **({} if f.new is MISSING else {"new": _canonical(f.new)})}
+        return {"id": c.id, "fields": [{"path": f.path, **({} if f.old is MISSING else {"old": as_written(f.old)}),
+                                        **({} if f.new is MISSING else {"new": as_written(f.new)})}
                                        for f in c.fields]}
 
     return {
         "equal": report.equal,
         "events": {"old": report.events[0], "new": report.events[1]},
         "outputs": [{"kind": o.kind, "id": o.id, "old": o.old_count, "new": o.new_count, "equal": o.equal,
-                     "only_old": [{"id": i, "record": _canonical(r)} for i, r in o.only_old],
-                     "only_new": [{"id": i, "record": _canonical(r)} for i, r in o.only_new],
+                     "only_old": [{"id": i, "record": as_written(r)} for i, r in o.only_old],
+                     "only_new": [{"id": i, "record": as_written(r)} for i, r in o.only_new],
                      "changed": [changes(c) for c in o.changed]} for o in report.outputs],
         "steps": [{"pipeline": p, "step": s, "old": a or None, "new": b or None} for p, s, a, b in report.steps],
     }

@@ -29,5 +29,11 @@ def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=_default, option=_OPTIONS)
 
 
+def as_written(value: Any) -> Any:
+    """The value as it reads back once written (decimals and timestamps as the JSON gives them): what compares
+    equal across runs and engines."""
+    return orjson.loads(dumps(value))
+
+
 def dumps_line(value: Any) -> bytes:
     return orjson.dumps(value, default=_default, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE)

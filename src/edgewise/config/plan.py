@@ -39,6 +39,12 @@ class Plan:
     base_dir: str = "."
     """The pipeline file's directory: relative paths (tables, sqlite files) start here."""
 
+    def source(self, config: SourceConfig) -> Any:
+        """The source ``config`` declares, built with the file's directory as the start of its relative paths."""
+        from edgewise.config import BuildContext
+
+        return self.source_classes[config.id](config, BuildContext(self.base_dir))
+
     def stateful_steps(self) -> list[Any]:
         from edgewise.steps.stateful import StatefulStep
 

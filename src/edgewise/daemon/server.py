@@ -322,11 +322,10 @@ class Daemon:
         self.log("ready")
 
     def _start_sources(self) -> None:
-        build = BuildContext(self.spec.plan.base_dir)
         for config in self.spec.plan.sources:
             if config.type == "http":
                 continue
-            source = self.spec.plan.source_classes[config.id](config, build)
+            source = self.spec.plan.source(config)
             source.start(self)
             self.sources[config.id] = source
 

@@ -46,7 +46,7 @@ from edgewise.config.plan import Plan
 from edgewise.durations import parse_duration_us
 from edgewise.engine.local import STDOUT, Crash, Instrument, LocalEngine
 from edgewise.events import Batch
-from edgewise.jsonio import dumps
+from edgewise.jsonio import as_written
 from edgewise.sinks.base import Sink
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.lines import make_batch
@@ -162,7 +162,7 @@ def canonical(record: Any) -> bytes:
     """A record's canonical JSON (sorted keys, the engine's number and time encoding), for comparison."""
     import orjson
 
-    return orjson.dumps(orjson.loads(dumps(record)), option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(as_written(record), option=orjson.OPT_SORT_KEYS)
 
 
 def assert_records_equal(actual: Iterable[Any], expected: Iterable[Any]) -> None:

@@ -62,9 +62,13 @@ def field_read(parts: list[str], spark_type: str | None, types: FieldTypes) -> s
         typed = types.typed_read(parts[0], spark_type)
         if typed is not None:
             return typed
-    base, path = _located(parts, types)
+    return _read_at(*_located(parts, types), spark_type)
+
+
+def _read_at(base: str, path: str, spark_type: str | None) -> str:
+    """SQL reading ``path`` of the VARIANT ``base`` at ``spark_type``; the VARIANT itself where that is None."""
     if spark_type is None or spark_type == "variant":
-        read = _variant_at(parts, types)
+        read = _variant_in(base, path)
         # a JSON null is NULL, as on the local engine (a VARIANT null is not SQL's NULL)
         return f"CASE WHEN is_variant_null({read}) THEN NULL ELSE {read} END"
     return f"variant_get({base}, '{path}', '{spark_type}')"
@@ -79,9 +83,8 @@ def _located(parts: list[str], types: FieldTypes) -> tuple[str, str]:
     return top, json_path(parts[1:])
 
 
-def _variant_at(parts: list[str], types: FieldTypes) -> str:
-    """The field's VARIANT as it is (a JSON null is a VARIANT null)."""
-    base, path = _located(parts, types)
+def _variant_in(base: str, path: str) -> str:
+    """The VARIANT at ``path`` of ``base`` as it is (a JSON null is a VARIANT null)."""
     return base if path == "$" else f"variant_get({base}, '{path}')"
 
 
@@ -188,12 +191,7 @@ class _Compiler:
         array = rewritten.this if isinstance(rewritten, exp.Bracket) else rewritten.expressions[0]
         if _element_type(array) != "variant":
             return None
-        variant = _sql(rewritten)
-        path = json_path(parts)
-        if want is None or want == "variant":
-            read = f"variant_get({variant}, '{path}')"
-            return _node(f"CASE WHEN is_variant_null({read}) THEN NULL ELSE {read} END")
-        return _node(f"variant_get({variant}, '{path}', '{want}')")
+        return _node(_read_at(_sql(rewritten), json_path(parts), want))
 
     def _lambda(self, parent: exp.Expression, node: exp.Lambda, element_type: str | None,
                 lambda_vars: frozenset[str]) -> exp.Expression:
@@ -293,14 +291,13 @@ def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expressi
 def _kind(path: list[str], types: FieldTypes) -> str:
     """SQL: the kind of the field's value (``schema_of_variant``: ``BIGINT``, ``DECIMAL(5,2)``, ``STRING``, ...).
     Tests on it use IN and LIKE, which the guard leaves as they are (it rewrites comparisons)."""
-    return f"schema_of_variant({_variant_at(path, types)})"
+    return f"schema_of_variant({_variant_in(*_located(path, types))})"
 
 
 def _number_by_kind(read: exp.Expression, other: exp.Expression, path: list[str], types: FieldTypes) -> exp.Expression:
     """The untyped field ``read`` as an operand next to the number ``other``: text cast the way Spark casts text
     next to that number's type, anything else read as it was."""
-    text, o = field_read(path, "string", types), _sql(other)
-    cast_text = f"CASE WHEN typeof({o}) IN {_INTEGRAL} THEN CAST({text} AS BIGINT) ELSE CAST({text} AS DOUBLE) END"
+    cast_text = _text_beside(field_read(path, "string", types), _sql(other), "CAST")
     return _node(f"CASE WHEN {_kind(path, types)} IN ('STRING') THEN {cast_text} ELSE {_sql(read)} END")
 
 
@@ -451,7 +448,7 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         errors.append(_error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {_sql(safe)} IS NULL",
                                 "ARITHMETIC_OVERFLOW"))
         return safe, _first(errors)
-    if isinstance(node, COMPARISONS):
+    if isinstance(node, _COMPARISON):
         safe, own = _guard_text_comparison(node)
         errors.append(own)
         return safe, _first(errors)
@@ -491,12 +488,18 @@ def _text_operand_error(text: exp.Expression, other: exp.Expression) -> str:
     (BIGINT against an integer, DOUBLE otherwise); empty when the operand is not text by its form."""
     if not _is_text(text):
         return ""
-    t, o = _sql(text), _sql(other)
-    cast = f"CASE WHEN typeof({o}) IN {_INTEGRAL} THEN try_cast({t} AS BIGINT) ELSE try_cast({t} AS DOUBLE) END"
-    return _error_if(f"({t}) IS NOT NULL AND {cast} IS NULL", "CAST_INVALID_INPUT")
+    t = _sql(text)
+    return _error_if(f"({t}) IS NOT NULL AND {_text_beside(t, _sql(other), 'try_cast')} IS NULL",
+                     "CAST_INVALID_INPUT")
 
 
-COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
+def _text_beside(text: str, other: str, cast_function: str) -> str:
+    """SQL: text next to the number ``other`` in arithmetic, cast as Spark casts it: to BIGINT where ``other`` is
+    an integer, to DOUBLE otherwise (``cast_function``: ``CAST`` or ``try_cast``)."""
+    return (f"CASE WHEN typeof({other}) IN {_INTEGRAL} THEN {cast_function}({text} AS BIGINT) "
+            f"ELSE {cast_function}({text} AS DOUBLE) END")
+
+
 _OPERATORS: dict[type[exp.Expression], str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<=", exp.NullSafeEQ: "<=>"}
 _INTEGRAL = "('tinyint', 'smallint', 'int', 'bigint')"

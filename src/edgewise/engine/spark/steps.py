@@ -108,6 +108,15 @@ def apply_on_error(stage: Stage, step: Step, df: DataFrame, applies: str, exprs:
     return df.drop("_applies", "_err", "_before")
 
 
+def with_step_error(df: DataFrame, exprs: StepExprs, types: FieldTypes) -> tuple[DataFrame, str]:
+    """The frame with the step's error columns where its expressions can fail, and SQL telling where the step
+    applies and did not fail (its changes are made there only)."""
+    error = exprs.error()
+    if error is None:
+        return df, "_applies"
+    return with_error(df, error, types), "(_applies AND _err IS NULL)"
+
+
 def with_error(df: DataFrame, error: str, types: FieldTypes) -> DataFrame:
     """The step's error column (``_err``: the first error class, ``StepExprs.error``) and the event as it was
     before the step (``_before``, a VARIANT: what a dead letter carries)."""
@@ -132,15 +141,13 @@ def _edit(stage: Stage, step: Step, exprs: StepExprs, applies: str, values: dict
     df = stage.df.withColumn("_applies", f.expr(applies))
     for name, sql in values.items():
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
-    error = exprs.error()
-    if error is not None:
-        df = with_error(df, error, types)
+    df, ok = with_step_error(df, exprs, types)
     typed = {name: (name, df.schema[name].dataType.simpleString()) for name in values}
     edit = F.Edit(types)
     changes(typed, edit)
     # a field set at its top level is also held at its type (reads at that type skip the VARIANT)
     simple = {path[0]: typed[name] for path, name in learn or [] if len(path) == 1}
-    df = _hold(df, edit, "_applies" if error is None else "(_applies AND _err IS NULL)", simple)
+    df = _hold(df, edit, ok, simple)
     for path, name in learn or []:
         spark_type = typed[name][1]
         types.set(path, None if spark_type in ("void", "variant") else spark_type)
@@ -285,11 +292,7 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
             return stage
         # only some rows keep them: the whole event as a map, filtered where the step applies (and its `when` did
         # not fail: a failing `when` takes on_error, with the event as it was)
-        df = materialize(stage).withColumn("_applies", f.expr(applies))
-        error = exprs.error()
-        if error is not None:
-            df = with_error(df, error, types)
-        ok = "_applies" if error is None else "(_applies AND _err IS NULL)"
+        df, ok = with_step_error(materialize(stage).withColumn("_applies", f.expr(applies)), exprs, types)
         kept = f"map_filter({EVENT}, (k, v) -> k IN ({', '.join(F.quote(n) for n in names)}))"
         df = df.withColumn(EVENT, f.expr(f"CASE WHEN {ok} THEN {kept} ELSE {EVENT} END"))
         types.keep(names)
@@ -373,11 +376,7 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
         df = df.where(f"CASE WHEN _applies AND _lk_key IS NULL THEN CAST(raise_error(concat('lookup {step.id}: "
                       f"no row for key ', coalesce(_lk_probe, 'NULL'))) AS BOOLEAN) ELSE true END")
     types = stage.types
-    error = exprs.error()
-    ok = "_applies"
-    if error is not None:
-        df = with_error(df, error, types)
-        ok = "(_applies AND _err IS NULL)"
+    df, ok = with_step_error(df, exprs, types)
     edit = F.Edit(types)
     if step.into is None:
         for c in columns:  # a missing row sets them to null
