@@ -32,3 +32,23 @@ def timed(fn: Any, *args: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     result = fn(*args)
     return time.perf_counter() - start, result
+
+
+def ratio_stats(baseline_times: list[float], subject_times: list[float]) -> dict[str, float]:
+    """Per-round ratios baseline time / subject time (above 1: the subject is faster): median, min and max."""
+    import statistics
+
+    ratios = [b / s for b, s in zip(baseline_times, subject_times, strict=True)]
+    return {"ratio_median_of_rounds": round(statistics.median(ratios), 3), "ratio_min": round(min(ratios), 3),
+            "ratio_max": round(max(ratios), 3)}
+
+
+def write_result(path: str, result: dict[str, Any]) -> None:
+    """Add where it ran, write the result as JSON and print it."""
+    import json
+    import os
+    import platform
+
+    result = {**result, "python": platform.python_version(), "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    Path(path).write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
-import platform
 import statistics
 import sys
 from pathlib import Path
@@ -22,7 +20,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
-from common import campaign_table, make_input, timed  # noqa: E402
+from common import campaign_table, make_input, ratio_stats, timed, write_result  # noqa: E402
 
 from edgewise.clock import SystemClock  # noqa: E402
 from edgewise.config import load  # noqa: E402
@@ -85,7 +83,6 @@ def main() -> int:
         engine_times.append(t_engine)
         print(f"round {r + 1}: hand-written {args.events / t_hand:,.0f} ev/s, edgewise {args.events / t_engine:,.0f} "
               f"ev/s, ratio {t_hand / t_engine:.2f}", file=sys.stderr)
-    ratios = [h / e for h, e in zip(hand_times, engine_times, strict=True)]
     result = {
         "benchmark": "ysb-stateless",
         "events": args.events,
@@ -93,14 +90,9 @@ def main() -> int:
         "rounds": args.rounds,
         "hand_written_events_per_s_median": round(args.events / statistics.median(hand_times)),
         "edgewise_events_per_s_median": round(args.events / statistics.median(engine_times)),
-        "ratio_median_of_rounds": round(statistics.median(ratios), 3),
-        "ratio_min": round(min(ratios), 3),
-        "ratio_max": round(max(ratios), 3),
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()}, {__import__('os').cpu_count()} cores",
+        **ratio_stats(hand_times, engine_times),
     }
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    write_result(args.out, result)
     return 0
 
 

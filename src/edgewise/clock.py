@@ -11,12 +11,18 @@ class Clock(Protocol):
 
     def now_us(self) -> int: ...
 
+    def sleep(self, seconds: float) -> None:
+        """Wait (a replay's pacing): the real clock sleeps, a fake one moves on at once."""
+
 
 class SystemClock:
     """The real clock, used by the command and the daemon."""
 
     def now_us(self) -> int:
         return time.time_ns() // 1_000
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 class FakeClock:
@@ -32,6 +38,9 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self._now += int(seconds * 1_000_000)
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
 
     def set(self, now_us: int) -> None:
         self._now = now_us

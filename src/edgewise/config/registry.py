@@ -35,6 +35,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "stdin": "edgewise.sources.stdin:StdinSource",
         "file": "edgewise.sources.file:FileSource",
         "generator": "edgewise.sources.generator:GeneratorSource",
+        "replay": "edgewise.sources.replay:ReplaySource",
         "http": "edgewise.sources.http:HttpSource",
         "mqtt": "edgewise.sources.mqtt:MqttSource",
         "nats": "edgewise.sources.nats:NatsSource",

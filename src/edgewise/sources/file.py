@@ -1,17 +1,14 @@
 """``file``: events from files: NDJSON, JSON, CSV, Apache/NCSA logs, regex-parsed lines or HFP recordings.
 
 ``path`` may be a file, a directory (its files in name order) or a glob. Ids are ``<source id>:<name>:<line>``,
-stable across runs, where the name is the file's path relative to the fixed part of ``path`` (the directory, or
-the glob's directories before the first wildcard): ``recordings/*/hfp.dump`` names its files ``2020-05-29/hfp.dump``
-and so on, so same-named files in different directories never share ids. A single file is named by its base name.
+stable across runs, where the name is the file's path relative to the fixed part of ``path`` (``sources/paths.py``):
+same-named files in different directories never share ids.
 NDJSON spool envelopes (``{"id", "event_time", "source", "payload"}``, what ``envelope: true`` sinks write) give
 their event with the envelope's id and event time, as on Spark.
 """
 
 from __future__ import annotations
 
-import glob
-import os
 from collections.abc import Iterator
 from typing import ClassVar, Literal
 
@@ -32,23 +29,29 @@ from edgewise.sources.formats import (
     text_lines,
 )
 from edgewise.sources.lines import line_batches, make_batch
+from edgewise.sources.paths import FileSet
 
 Format = Literal["ndjson", "json", "csv", "clf", "regex", "hfp"]
 
 
-class FileSourceConfig(SourceConfig):
-    type: Literal["file"] = "file"
-    path: str = Field(description="a file, a directory or a glob, relative to the pipeline file")
-    format: Format = Field("ndjson", description="record format")
+class LineFormatOptions(SourceConfig):
+    """The options of the line formats, shared by the sources that read files (``file``, ``replay``)."""
+
     regex: str | None = Field(None, description="with format: regex, a pattern with named groups")
     delimiter: str = Field(",", min_length=1, max_length=1, description="with format: csv")
     columns: list[str] | None = Field(None, description="with format: csv, column names when there is no header")
 
     @model_validator(mode="after")
-    def _regex_given(self) -> FileSourceConfig:
-        if self.format == "regex" and not self.regex:
+    def _regex_given(self) -> LineFormatOptions:
+        if getattr(self, "format", None) == "regex" and not self.regex:
             raise ValueError("format: regex needs `regex:`, a pattern with named groups")
         return self
+
+
+class FileSourceConfig(LineFormatOptions):
+    type: Literal["file"] = "file"
+    path: str = Field(description="a file, a directory or a glob, relative to the pipeline file")
+    format: Format = Field("ndjson", description="record format")
 
 
 def decoder_for(fmt: str, regex: str | None) -> LineDecoder | None:
@@ -73,38 +76,12 @@ class FileSource(Source):
 
     def __init__(self, config: FileSourceConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
-        self.pattern = ctx.path(config.path)
+        self.paths = FileSet(ctx.path(config.path), source_id=self.id, as_written=config.path)
         self.decoder = decoder_for(config.format, config.regex) if config.format not in ("json", "csv") else None
 
-    def files(self) -> list[str]:
-        if os.path.isdir(self.pattern):
-            return sorted(os.path.join(self.pattern, f) for f in os.listdir(self.pattern)
-                          if os.path.isfile(os.path.join(self.pattern, f)) and not f.startswith("."))
-        if os.path.exists(self.pattern):
-            return [self.pattern]
-        found = sorted(glob.glob(self.pattern))
-        if not found:
-            raise SourceError(f"source {self.id}: no file matches {self.config.path!r}")
-        return found
-
-    def root(self) -> str:
-        """The fixed part of ``path``: the directory names are relative to."""
-        if os.path.isdir(self.pattern):
-            return self.pattern
-        if os.path.exists(self.pattern) or not glob.has_magic(self.pattern):
-            return os.path.dirname(self.pattern)
-        parts = self.pattern.split(os.sep)
-        fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
-        return os.sep.join(parts[:fixed]) or os.curdir
-
-    def name(self, path: str, root: str) -> str:
-        """A file's name in event ids: its path relative to ``root``, with ``/`` between directories."""
-        return os.path.relpath(path, root).replace(os.sep, "/")
-
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
-        root = self.root()
-        for path in self.files():
-            prefix = f"{self.id}:{self.name(path, root)}:"
+        for path, name in self.paths.named():
+            prefix = f"{self.id}:{name}:"
             with open(path, "rb") as fh:
                 if self.config.format == "json":
                     try:

@@ -108,8 +108,8 @@ def decode_hfp_message(topic: str, body: bytes) -> Payload:
     return out
 
 
-def decode_hfp_recording(line: bytes) -> Payload:
-    """A line of an HFP recording: ``<receive time> <topic> <JSON payload>``.
+def split_hfp_line(line: bytes) -> tuple[bytes, str, bytes]:
+    """A line of an HFP recording as ``(receive time, topic, JSON payload)``: ``<receive time> <topic> <JSON>``.
 
     Topics may contain spaces (headsigns such as ``Matinkylä (M)``), so the payload starts at the first `` {``.
     """
@@ -117,7 +117,13 @@ def decode_hfp_recording(line: bytes) -> Payload:
     body_at = rest.find(b" {")
     if not received or body_at < 0:
         raise SourceError("expected '<receive time> <topic> <JSON payload>'")
-    out = decode_hfp_message(rest[:body_at].decode("utf-8", "replace"), rest[body_at + 1 :])
+    return received, rest[:body_at].decode("utf-8", "replace"), rest[body_at + 1 :]
+
+
+def decode_hfp_recording(line: bytes) -> Payload:
+    """A line of an HFP recording: the message (``decode_hfp_message``) and its ``received_at`` time."""
+    received, topic, body = split_hfp_line(line)
+    out = decode_hfp_message(topic, body)
     out["received_at"] = received.decode("ascii", "replace")
     return out
 

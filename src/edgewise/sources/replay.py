@@ -1,0 +1,112 @@
+"""``replay``: a recording of timestamped messages, emitted at its recorded pace times ``speed``.
+
+The recording is read in receive order across all its files (``sources/recording.py``) and paced by
+``sources/pacing.py``: ``speed: 10`` is ten times faster than recorded, ``speed: max`` as fast as possible.
+``max_gap`` shortens long silences (recordings from different days), ``loop`` starts again at the end (ids of a
+later pass name it: ``<source>:<file>@2:<line>``), ``dedupe_lines`` leaves out messages that overlapping recordings
+hold twice. Ids are ``<source>:<file>:<line>``, as the ``file`` source gives them, so a replay and a ``file`` read
+of the same recording give the same events. A progress bar shows on a terminal (``progress``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import count
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from edgewise.config import BuildContext
+from edgewise.durations import Duration
+from edgewise.events import Batch
+from edgewise.progress import ProgressMode, ReplayProgress
+from edgewise.sources.base import Source, SourceContext
+from edgewise.sources.file import LineFormatOptions, decoder_for
+from edgewise.sources.pacing import Pacer
+from edgewise.sources.paths import FileSet
+from edgewise.sources.recording import Recorded, Recording, RecordingFormat, TimeUnit
+
+MIN_WAIT_S = 0.002
+"""Shorter waits are not slept: messages due that close together go out in one batch. The pacer's schedule is
+absolute (due times count from the replay's start), so what is not slept now is not lost from the pace."""
+
+Speed = Annotated[float, Field(gt=0, allow_inf_nan=False)] | Literal["max"]
+
+
+class ReplaySourceConfig(LineFormatOptions):
+    type: Literal["replay"] = "replay"
+    path: str = Field(description="the recording: a file, a directory or a glob, relative to the pipeline file")
+    format: RecordingFormat = Field("hfp", description="hfp: '<receive time> <topic> <JSON>' lines (HSL recordings); "
+                                    "ndjson, csv, clf or regex with a `time_field`")
+    time_field: str | None = Field(None, description="the field holding each record's receive time (ISO-8601, "
+                                   "a log time or a number of `time_unit` since the epoch); hfp: received_at")
+    time_unit: TimeUnit = Field("s", description="the unit of numeric receive times")
+    speed: Speed = Field(1.0, description="times the recorded pace (10 = ten times faster), or max")
+    max_gap: Duration | None = Field(None, description="shorten silences longer than this to this, e.g. 5s")
+    loop: bool = Field(False, description="start again at the end (for demos)")
+    dedupe_lines: bool = Field(False, description="leave out a line identical to one already replayed at the same "
+                               "receive time (overlapping recordings)")
+    progress: ProgressMode = Field("auto", description="a progress bar on stderr: auto (on a terminal), on, off")
+    @model_validator(mode="after")
+    def _time_known(self) -> ReplaySourceConfig:
+        if self.format != "hfp" and not self.time_field:
+            raise ValueError(f"format: {self.format} needs `time_field:`, the field holding each record's receive "
+                             "time")
+        return self
+
+    def pace(self) -> float | None:
+        """The speed as ``Pacer`` takes it (None: as fast as possible)."""
+        return None if self.speed == "max" else float(self.speed)
+
+
+class ReplaySource(Source):
+    kind: ClassVar[str] = "replay"
+    Config = ReplaySourceConfig
+    config: ReplaySourceConfig
+
+    def __init__(self, config: ReplaySourceConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.paths = FileSet(ctx.path(config.path), source_id=self.id, as_written=config.path)
+        self.decoder = decoder_for(config.format, config.regex) if config.format != "csv" else None
+        self.duplicates = 0
+        """Lines ``dedupe_lines`` left out of the last reading."""
+
+    def recording(self, ctx: SourceContext) -> Recording:
+        c = self.config
+        return Recording(self.paths.named(), fmt=c.format, decoder=self.decoder,
+                         time_field=c.time_field or "received_at", time_unit=c.time_unit, delimiter=c.delimiter,
+                         columns=c.columns, dedupe_lines=c.dedupe_lines, malformed=ctx.malformed)
+
+    def groups(self, ctx: SourceContext) -> Iterator[tuple[int, list[Recorded]]]:
+        """The recording, paced: ``(pass, records)`` groups, each sent when its first record is due (records
+        due within ``MIN_WAIT_S`` of it go along, up to ``ctx.batch_size``). ``pass`` counts from 1 (``loop``)."""
+        recording = self.recording(ctx)
+        pacer = Pacer(ctx.clock, self.config.pace(), self.config.max_gap)
+        passes = count(1) if self.config.loop else iter((1,))
+        paced = self.config.pace() is not None
+        with ReplayProgress(f"replay {self.id}", recording.total_bytes(), self.config.progress) as progress:
+            for n in passes:
+                if n > 1:
+                    pacer.restart()
+                    progress.next_pass()
+                group: list[Recorded] = []
+                for record in recording:
+                    wait = pacer.wait_s(record.at_us) if paced else 0.0
+                    if group and (wait >= MIN_WAIT_S or len(group) >= ctx.batch_size):
+                        yield n, group
+                        group = []
+                    if wait >= MIN_WAIT_S:
+                        ctx.clock.sleep(wait)
+                    group.append(record)
+                    if progress.enabled:
+                        progress.update(recording.bytes_read, record.at_us)
+                if group:
+                    yield n, group
+                self.duplicates = recording.duplicates
+
+    def read(self, ctx: SourceContext) -> Iterator[Batch]:
+        for n, group in self.groups(ctx):
+            suffix = "" if n == 1 else f"@{n}"
+            now = ctx.clock.now_us()
+            yield Batch([r.payload for r in group], source=self.id, ingest_time_us=now,
+                        event_times=[now] * len(group), ids=[f"{self.id}:{r.name}{suffix}:{r.line}" for r in group])

@@ -1,0 +1,256 @@
+"""The ``replay`` source and ``edgewise replay``: pace (fake clock and one real-time ratio), receive order across
+files, ids as the ``file`` source gives them, duplicate lines of overlapping recordings, loops, malformed lines,
+the other formats, and the command's stdout target (the daemon and MQTT targets: tests/daemon)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from itertools import islice, pairwise
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgewise.clock import FakeClock, SystemClock
+from edgewise.config import BuildContext
+from edgewise.sources.base import SourceContext
+from edgewise.sources.file import FileSource, FileSourceConfig
+from edgewise.sources.pacing import Pacer
+from edgewise.sources.recording import receive_time_us
+from edgewise.sources.replay import MIN_WAIT_S, ReplaySource, ReplaySourceConfig
+from tests.conftest import ROOT
+
+HSL = ROOT / "data" / "hsl-hfp-apc-dumps"
+T0 = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z in µs
+
+
+def hfp_line(at_us: int, veh: int, n: int) -> str:
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at_us // 1_000_000)) + f".{at_us % 1_000_000:06d}Z"
+    body = json.dumps({"VP": {"veh": veh, "n": n, "tst": stamp}})
+    return f"{stamp} /hfp/v2/journey/ongoing/vp/bus/0018/{veh:05d}/1065/2/Rautatientori/06:05/1020106/3/60;24 {body}"
+
+
+def write_recording(path: Path, offsets_s: list[float], veh: int = 1) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(hfp_line(T0 + int(s * 1_000_000), veh, i) + "\n" for i, s in enumerate(offsets_s)))
+    return path
+
+
+def source(path: Path | str, **options: object) -> ReplaySource:
+    return ReplaySource(ReplaySourceConfig(id="r", path=str(path), progress="off", **options), BuildContext("."))
+
+
+def read(src: ReplaySource, clock: FakeClock | None = None, batch_size: int = 1024) -> tuple[list, list[str]]:
+    """(batches as (ingest time, payload ns), problems) read with a fake clock starting at 0."""
+    problems: list[str] = []
+    ctx = SourceContext(clock or FakeClock(), problems.append, batch_size=batch_size)
+    return [(b.ingest_time_us, b.ids(), b.payloads) for b in src.read(ctx)], problems
+
+
+def test_each_message_is_sent_at_its_recorded_time_divided_by_speed(tmp_path: Path) -> None:
+    rec = write_recording(tmp_path / "a.dump", [0, 1, 1, 3, 10])
+    for speed in (1, 10, 0.5):
+        batches, problems = read(source(rec, speed=speed))
+        assert problems == []
+        sent = [(at, [p["n"] for p in payloads]) for at, _, payloads in batches]
+        assert sent == [(0, [0]), (int(1e6 / speed), [1, 2]), (int(3e6 / speed), [3]), (int(10e6 / speed), [4])]
+
+
+def test_max_gap_shortens_silences_and_max_speed_never_waits(tmp_path: Path) -> None:
+    rec = write_recording(tmp_path / "a.dump", [0, 1, 3601, 3602])
+    batches, _ = read(source(rec, speed=1, max_gap="2s"))
+    assert [at for at, _, _ in batches] == [0, 1_000_000, 3_000_000, 4_000_000]
+    clock = FakeClock()
+    batches, _ = read(source(rec, speed="max"), clock)
+    assert clock.now_us() == 0 and [len(p) for _, _, p in batches] == [4]  # never slept: one batch
+
+
+def test_a_line_recorded_before_the_previous_one_is_sent_at_once(tmp_path: Path) -> None:
+    rec = write_recording(tmp_path / "a.dump", [0, 5, 2, 6])
+    batches, _ = read(source(rec, speed=1))
+    assert [(at, [p["n"] for p in ps]) for at, _, ps in batches] == [(0, [0]), (5_000_000, [1, 2]),
+                                                                    (6_000_000, [3])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 20_000), max_size=12), min_size=1, max_size=4),
+       st.sampled_from([1.0, 7.5, "max"]))
+def test_files_merge_in_receive_order_and_every_line_arrives_once(tmp_path_factory, files, speed) -> None:
+    """Oracle: the lines of all files sorted by receive time (ties: file order) and their ``file`` source ids."""
+    base = tmp_path_factory.mktemp("rec")
+    expected = []
+    for k, offsets_ms in enumerate(files):
+        offsets = sorted(offsets_ms)
+        write_recording(base / f"day{k}" / "hfp.dump", [ms / 1000 for ms in offsets], veh=k)
+        expected += [(T0 + ms * 1000, k, f"r:day{k}/hfp.dump:{i + 1}") for i, ms in enumerate(offsets)]
+    expected.sort(key=lambda e: (e[0], e[1]))
+    batches, problems = read(source(base / "*" / "hfp.dump", speed=speed), batch_size=3)
+    assert problems == []
+    ids = [i for _, batch_ids, _ in batches for i in batch_ids]
+    assert ids == [e[2] for e in expected]
+    at = [receive_time_us(p["received_at"]) for _, _, ps in batches for p in ps]
+    assert at == sorted(at)
+    if speed != "max":  # a message goes out when due, or with a batch sent less than MIN_WAIT_S before it is due
+        first = min(e[0] for e in expected) if expected else 0
+        for ingest, _, ps in batches:
+            for p in ps:
+                due = int((receive_time_us(p["received_at"]) - first) / float(speed))
+                assert 0 <= due - ingest < MIN_WAIT_S * 1_000_000
+
+
+def test_replay_gives_the_events_and_ids_the_file_source_gives(tmp_path: Path) -> None:
+    """On the bundled recordings: the same (id, payload) pairs as ``type: file``, in receive order."""
+    replayed, problems = read(source(HSL / "*" / "hfp.dump", speed="max"))
+    file_batches = list(FileSource(FileSourceConfig(id="r", path=str(HSL / "*" / "hfp.dump"), format="hfp"),
+                                   BuildContext(".")).read(SourceContext(FakeClock(), problems.append)))
+    assert problems == []
+    as_replayed = [(i, p) for _, ids, ps in replayed for i, p in zip(ids, ps, strict=True)]
+    as_filed = [(i, p) for b in file_batches for i, p in zip(b.ids(), b.payloads, strict=True)]
+    assert len(as_replayed) == len(as_filed) > 3000
+    assert sorted(as_replayed, key=lambda x: x[0]) == sorted(as_filed, key=lambda x: x[0])
+    received = [p["received_at"] for _, p in as_replayed]
+    assert received == sorted(received)
+
+
+def test_dedupe_lines_keeps_one_of_each_line_the_overlapping_recordings_share() -> None:
+    """Oracle: the distinct lines of all the bundled recordings (four of them record the same bus, same times)."""
+    distinct = set()
+    for path in sorted(HSL.glob("*/hfp.dump")):
+        distinct |= {line.rstrip(b"\r\n") for line in path.read_bytes().splitlines() if line.strip()}
+    src = source(HSL / "*" / "hfp.dump", speed="max", dedupe_lines=True)
+    batches, _ = read(src)
+    ids = [i for _, batch_ids, _ in batches for i in batch_ids]
+    assert len(ids) == len(set(ids)) == len(distinct)
+    assert src.duplicates == sum(1 for p in HSL.glob("*/hfp.dump") for x in p.read_bytes().splitlines()
+                                 if x.strip()) - len(distinct)
+    # the first file in name order keeps a shared line
+    shared = "r:wrongServiceJourneySelectedAfterDeadRun/hfp.dump:1"
+    assert shared in ids and "r:wrongServiceJourneySelectedBeforeDeadRun/hfp.dump:1" not in ids
+
+
+def test_loop_starts_again_with_ids_naming_the_pass(tmp_path: Path) -> None:
+    rec = write_recording(tmp_path / "a.dump", [0, 1])
+    clock = FakeClock()
+    src = source(rec, speed=1, loop=True)
+    batches = list(islice(src.read(SourceContext(clock, print)), 6))
+    assert [b.ids() for b in batches] == [["r:a.dump:1"], ["r:a.dump:2"], ["r:a.dump@2:1"], ["r:a.dump@2:2"],
+                                          ["r:a.dump@3:1"], ["r:a.dump@3:2"]]
+    assert [b.ingest_time_us for b in batches] == [0, 1_000_000, 1_000_000, 2_000_000, 2_000_000, 3_000_000]
+
+
+def test_a_bad_line_in_the_middle_is_reported_and_the_rest_replayed(tmp_path: Path) -> None:
+    rec = tmp_path / "a.dump"
+    lines = [hfp_line(T0, 1, 0), "2023-11-14T22:13:21Z /hfp/v2/x {not json", "garbage",
+             "yesterday /hfp/v2/x {\"VP\": {}}", hfp_line(T0 + 2_000_000, 1, 4)]
+    rec.write_text("\n".join(lines) + "\n")
+    batches, problems = read(source(rec, speed=1))
+    assert [p["n"] for _, _, ps in batches for p in ps] == [0, 4]
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{rec}:2", f"{rec}:3", f"{rec}:4"]
+    assert "receive time 'yesterday'" in problems[2]
+
+
+def test_ndjson_and_csv_recordings_take_their_time_field(tmp_path: Path) -> None:
+    nd = tmp_path / "clicks.ndjson"
+    nd.write_text("".join(json.dumps({"ts": 1_700_000_000_000 + ms, "n": i}) + "\n"
+                          for i, ms in enumerate([0, 500, 500, 2000])))
+    batches, _ = read(source(nd, format="ndjson", time_field="ts", time_unit="ms", speed=2))
+    assert [(at, [p["n"] for p in ps]) for at, _, ps in batches] == [(0, [0]), (250_000, [1, 2]), (1_000_000, [3])]
+    csv = tmp_path / "readings.csv"
+    csv.write_text("at,value\n2024-01-01T00:00:00Z,1\n2024-01-01T00:00:04+00:00,2\n\n2024-01-01T00:00:02,3\n")
+    batches, _ = read(source(csv, format="csv", time_field="at", speed=1))
+    assert [(at, ids, [p["value"] for p in ps]) for at, ids, ps in batches] == [
+        (0, ["r:readings.csv:2"], ["1"]), (4_000_000, ["r:readings.csv:3", "r:readings.csv:5"], ["2", "3"])]
+
+
+def test_receive_times_in_every_spelling() -> None:
+    assert receive_time_us("2024-02-13T16:33:00.005271Z") == 1707841980005271
+    assert receive_time_us("2024-02-13T18:33:00.005271+02:00") == 1707841980005271
+    assert receive_time_us("13/Feb/2024:16:33:00 +0000") == 1707841980000000
+    assert receive_time_us(1707841980.5) == 1707841980500000
+    assert receive_time_us("1707841980500", "ms") == 1707841980500000
+    for bad in (None, True, "", "soon"):
+        with pytest.raises(Exception, match="not"):
+            receive_time_us(bad)
+
+
+def test_the_real_clock_keeps_the_ratio_of_speeds(tmp_path: Path) -> None:
+    """The one real-time check (ratio, not absolute): a 2 s recording at speed 1 and at speed 10. The bounds are
+    wide because the machine is shared; the exact schedule is checked with the fake clock above."""
+    rec = write_recording(tmp_path / "a.dump", [0, 0.5, 1.0, 1.5, 2.0])
+
+    def took(speed: float) -> float:
+        started = time.monotonic()
+        list(source(rec, speed=speed).read(SourceContext(SystemClock(), print)))
+        return time.monotonic() - started
+
+    slow, fast = took(1), took(10)
+    assert slow >= 2.0  # it cannot be early
+    assert 4 < slow / fast <= 20, (slow, fast)
+
+
+def test_pacer_refuses_a_speed_that_is_not_above_zero() -> None:
+    with pytest.raises(ValueError, match="above 0"):
+        Pacer(FakeClock(), 0)
+
+
+def test_replay_config_errors_name_file_line_and_field(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("version: 1\nsources:\n  - {id: r, type: replay, path: x.ndjson, format: ndjson}\n"
+                        "  - {id: s, type: replay, path: y.dump, speed: 0}\npipelines: [{id: p, steps: []}]\n")
+    out = subprocess.run([sys.executable, "-m", "edgewise", "validate", str(pipeline)], capture_output=True,
+                         text=True)
+    assert out.returncode == 2
+    assert "p.yaml:3" in out.stderr and "time_field" in out.stderr
+    assert "p.yaml:4" in out.stderr and "speed" in out.stderr
+
+
+def edgewise(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "edgewise", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_writes_the_paced_events_to_stdout() -> None:
+    out = edgewise("replay", str(HSL / "*" / "hfp.dump"), "--speed", "max", "--dedupe-lines")
+    assert out.returncode == 0, out.stderr
+    events = [orjson.loads(line) for line in out.stdout.splitlines()]
+    replayed, _ = read(source(HSL / "*" / "hfp.dump", speed="max", dedupe_lines=True))
+    assert events == [p for _, _, ps in replayed for p in ps]
+    assert f"replayed {len(events)} messages" in out.stderr and "duplicate lines left out" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_the_command_explains_bad_arguments() -> None:
+    for args, expected in ((("--speed", "0"), "above 0"), (("--to", "ftp://x"), "expected http://"),
+                           (("--format", "ndjson"), "time_field")):
+        out = edgewise("replay", str(HSL / "stopChange" / "hfp.dump"), *args)
+        assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr, out.stderr
+    missing = edgewise("replay", "no/such/*.dump")
+    assert missing.returncode == 1 and "no file matches" in missing.stderr
+
+
+def test_the_docs_pipeline_replays_the_bundled_recordings_on_schedule(tmp_path: Path) -> None:
+    """docs/replay.md's pipeline, run with a fake clock: every distinct VP message arrives, and the replay takes
+    the time a plain computation over the lines says (silences over 5 s shortened, at 60x)."""
+    import re
+
+    from edgewise.config import load
+    from edgewise.testing import run_sources
+
+    text = re.search(r"```yaml\n(.*?)```", (ROOT / "docs" / "replay.md").read_text(encoding="utf-8"), re.S)
+    assert text is not None
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    where = tmp_path / "examples" / "replay"
+    where.mkdir(parents=True)
+    (where / "p.yaml").write_text(text.group(1))
+    plan = load(str(where / "p.yaml"))
+    clock = FakeClock()
+    result = run_sources(plan, [plan.source(s) for s in plan.sources], clock=clock)
+    distinct = {line for p in HSL.glob("*/hfp.dump") for line in p.read_bytes().splitlines() if line.strip()}
+    assert len(result.outputs["positions"]) == sum(b'{"VP":' in line for line in distinct)
+    times = sorted(receive_time_us(line.split(b" ", 1)[0].decode()) for line in distinct)
+    expected_us = sum(min(b - a, 5_000_000) for a, b in pairwise(times)) / 60
+    assert abs(clock.now_us() - expected_us) < 1_000, (clock.now_us(), expected_us)
