@@ -108,6 +108,9 @@ class SourceConfig(Model):
         None, alias="schema", description="Spark engine: a DDL schema of the events' top-level fields (\"speed "
         "DOUBLE, line STRING\"); field references read those types. Without it the types come from the input "
         "data (see docs/spark.md)")
+    idle_timeout: Duration | None = Field(
+        None, description="edge daemon: once every source has been quiet this long, event time moves on with "
+        "processing time, so windows close and event-time completions time out (default 30s; 0: never)")
 
 
 class SinkConfig(Model):

@@ -68,6 +68,17 @@ def daemon_stores(plan: Plan, data_dir: str) -> dict[str, StateStore]:
     return {"default": SqliteStore(os.path.join(data_dir, "state.db"))}
 
 
+DEFAULT_IDLE_TIMEOUT_US = 30_000_000
+
+
+def idle_timeouts(plan: Plan) -> dict[str, int | None]:
+    """Each source's ``idle_timeout`` in the daemon: its own, else 30 s; 0 is never (``engine/idle.py``)."""
+    declared: dict[str, int | None] = {s.id: s.idle_timeout for s in plan.sources}
+    if not any(s.type == "http" for s in plan.sources):
+        declared["http"] = None  # the open source a daemon without http sources has
+    return {sid: DEFAULT_IDLE_TIMEOUT_US if t is None else (t or None) for sid, t in declared.items()}
+
+
 def entry_batch(entry: Entry) -> Batch:
     payloads = decode_body(entry.kind, entry.body, entry.meta)
     return Batch(payloads, source=entry.source, ingest_time_us=entry.ingest_us,
@@ -81,7 +92,7 @@ class Worker:
         self.queue = queue
         self.meter = StepMeter(make_tracer(options.trace, plan.name))
         self.engine = LocalEngine(plan, stores=stores if stores is not None else daemon_stores(plan, options.data_dir),
-                                  commit_interval=0.0, instrument=self.meter)
+                                  commit_interval=0.0, instrument=self.meter, idle_timeouts=idle_timeouts(plan))
         self.engine.ctx.on_failed = self._step_failed
         self.pending: list[Entry] = []
         self.letters: list[Letter] = []
@@ -90,6 +101,8 @@ class Worker:
         self.dead_lettered = 0
         self.committed_upto = 0
         self.stopping = False
+        self.timers_fired = False
+        """Timers or idleness gave records since the last commit (they are flushed and committed like events)."""
         self._last_commit = time.monotonic()
 
     # -- the loop --------------------------------------------------------------------------------------------
@@ -107,8 +120,10 @@ class Worker:
                 # a small lease means the queue is nearly empty: let it fill a little, so that the worker does not
                 # take the queue's write lock once per arriving request and slow the appender down
                 time.sleep(self.options.idle_wait)
-        self.engine.tick()
-        if (self.pending or self.letters) and time.monotonic() - self._last_commit >= self.options.commit_interval:
+        if self.engine.tick():
+            self.timers_fired = True  # their records must reach the sinks without waiting for the next event
+        if (self.pending or self.letters or self.timers_fired) and \
+                time.monotonic() - self._last_commit >= self.options.commit_interval:
             self.commit()  # not sooner, even when idle: each commit seals a file segment, fsyncs, deletes
         return bool(entries)
 
@@ -164,13 +179,16 @@ class Worker:
         """Flush sinks, commit state (and the queue position it includes), then acknowledge: in this order, so
         nothing is deleted from the queue before it is delivered."""
         self._last_commit = time.monotonic()
-        if not self.pending and not self.letters:
+        if not self.pending and not self.letters and not self.timers_fired:
             return
         if self.engine.state.durable:
             self.engine.commit(force=True)
             self.committed_upto = self.engine.positions.get(QUEUE_POSITION, self.committed_upto)
         else:
             self.engine.flush_sinks()
+        self.timers_fired = False
+        if not self.pending and not self.letters:
+            return
         self.queue.dead_letter(self.pending, self.letters)
         self.queue.checkpoint()  # here, in the worker's process, rather than inside the daemon's group commits
         self.acked += sum(e.count for e in self.pending)

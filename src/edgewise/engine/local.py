@@ -25,6 +25,7 @@ from edgewise.config.plan import Plan
 from edgewise.engine.context import RunContext, RunStats
 from edgewise.engine.event_time import assign_event_times
 from edgewise.engine.guard import GuardedStep
+from edgewise.engine.idle import Idleness
 from edgewise.engine.resume import ResumePoint
 from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
@@ -66,7 +67,7 @@ class LocalEngine:
                  sleep: Callable[[float], None] = time.sleep, batch_size: int = 1024,
                  stores: Mapping[str, StateStore] | None = None, commit_interval: float = 1.0,
                  collect: Callable[[str, Batch], None] | None = None, fresh: bool = False,
-                 instrument: Instrument | None = None) -> None:
+                 instrument: Instrument | None = None, idle_timeouts: Mapping[str, int | None] | None = None) -> None:
         self.plan = plan
         self.clock = clock or SystemClock()
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -92,6 +93,8 @@ class LocalEngine:
         self.commit_interval_us = int(commit_interval * 1_000_000)
         self.collect = collect
         self.instrument = instrument
+        self.idleness = Idleness(idle_timeouts or {})
+        """Event time that moves on while every source is quiet (the daemon's ``idle_timeout``s; ``idle.py``)."""
         self._last_commit_us = 0
 
     @property
@@ -107,10 +110,13 @@ class LocalEngine:
                 g.step.open(self.ctx)
         self.positions, self.runs, self.digests = self.state.open()
         self._last_commit_us = self.clock.now_us()
+        self.idleness.start(self._last_commit_us)
 
     def ingest(self, batch: Batch) -> Batch:
         """Count the batch in and give it its event times."""
         self.ctx.stats.events_in += len(batch)
+        if len(batch) and self.idleness.enabled:
+            self.idleness.arrived(batch.source, self.clock.now_us())
         if self.plan.event_time is None or not len(batch):
             return batch
 
@@ -148,13 +154,23 @@ class LocalEngine:
                 if isinstance(guarded.step, StatefulStep):
                     yield pipeline, i, guarded.step
 
-    def tick(self) -> None:
-        """Fire processing-time timers due at the clock's current time (completion timeouts)."""
+    def tick(self) -> int:
+        """Fire processing-time timers due at the clock's current time (completion timeouts), and move event time
+        on while every source is idle. Returns how many records that gave (the daemon then commits them)."""
         now = self.clock.now_us()
+        idle_by = self.idleness.advance_by(now)
+        given = 0
         for pipeline, i, step in self._stateful():
             fired = step.advance(now, self.ctx)
             if fired is not None and len(fired):
+                given += len(fired)
                 self._continue(pipeline, i + 1, fired)
+            if idle_by:
+                closed = step.idle(idle_by, self.ctx)
+                if closed is not None and len(closed):
+                    given += len(closed)
+                    self._continue(pipeline, i + 1, closed)
+        return given
 
     def finish(self) -> None:
         """The input ended: flush every stateful step (open windows, pending completions), in pipeline order, so

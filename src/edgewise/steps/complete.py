@@ -166,6 +166,12 @@ class CompleteStep(StatefulStep):
     def finish(self, ctx: RunContext) -> Batch | None:
         return self.expire(END_OF_TIME, ctx)
 
+    def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
+        if not self.event_time or self.max_time == -END_OF_TIME:
+            return None
+        self.max_time += by_us
+        return self.expire(self.max_time - self.config.watermark, ctx)
+
     def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
         """The step's time (event or processing, whichever it runs in) is at ``now_us``: the records of the
         completions that time out by then. For engines that keep the timers themselves (Spark's, which fire on

@@ -90,6 +90,12 @@ class DedupeStep(StatefulStep):
         self._expire(now_us)
         return None
 
+    def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
+        if self.max_time != -END_OF_TIME:
+            self.max_time += by_us
+            self._expire(self.max_time - self.config.watermark)
+        return None
+
     def deadlines(self) -> list[int]:
         """When each remembered key may be forgotten (µs of event time)."""
         return [t + self.within for t in self.seen.values()]

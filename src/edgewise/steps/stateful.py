@@ -126,6 +126,11 @@ class StatefulStep(Step):
         """The input ended: flush what is still open (windows, pending completions)."""
         return None
 
+    def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
+        """Every source has been idle: event time moves on by ``by_us`` with no event (``engine/idle.py``). An
+        event-time step moves its watermark and gives what that closes."""
+        return None
+
     def lookup(self, key: str) -> Any:
         """Queryable state: what the step holds for one key (its JSON form), or ``None``."""
         return None

@@ -324,6 +324,14 @@ class WindowStep(StatefulStep):
         self._fire(END_OF_TIME, out)
         return self._results(out, ctx) if out else None
 
+    def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
+        if self.max_time == -END_OF_TIME:
+            return None  # no event yet: no event time to move on from
+        self.max_time += by_us
+        out: list[Record] = []
+        self._fire(self.max_time - self.delay, out)
+        return self._results(out, ctx) if out else None
+
     # -- state ------------------------------------------------------------------------------------------------
 
     def changes(self) -> dict[str, bytes | None]:
