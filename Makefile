@@ -24,6 +24,7 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 install: $(BIN)/.installed  ## create .venv and install edgewise with its dev tools and the spark extra (PySpark)
 
 run: $(BIN)/.core  ## run the main example: HSL vehicle positions (bundled data) in command mode (edge core only)
+	rm -rf out/hsl-positions  # a run's output replaces the last one's (the file sink appends segments)
 	$(BIN)/edgewise run examples/hsl/pipeline.yaml
 	@echo "positions written to out/hsl-positions/"
 

@@ -254,3 +254,21 @@ def test_the_docs_pipeline_replays_the_bundled_recordings_on_schedule(tmp_path: 
     times = sorted(receive_time_us(line.split(b" ", 1)[0].decode()) for line in distinct)
     expected_us = sum(min(b - a, 5_000_000) for a, b in pairwise(times)) / 60
     assert abs(clock.now_us() - expected_us) < 1_000, (clock.now_us(), expected_us)
+
+
+def test_what_spark_cannot_read_is_refused_at_its_line_before_spark_starts(tmp_path: Path) -> None:
+    """A replay source, a glob that matches nothing, an NDJSON spool path that is not a directory: all three
+    reported at their file and line, exit 2, and no JVM (no checkpoint made, no Spark log)."""
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("version: 1\nsources:\n  - {id: a, type: replay, path: x.dump}\n"
+                        "  - {id: b, type: file, path: 'none/*.dump', format: hfp}\n"
+                        "  - {id: c, type: file, path: p.yaml}\npipelines: [{id: p, steps: []}]\n")
+    for command in (["spark", str(pipeline), "--once", "--checkpoint", str(tmp_path / "ck")],
+                    ["explain", str(pipeline), "--engine", "spark"]):
+        out = edgewise(*command)
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.splitlines()
+        assert lines[1].startswith(f"{pipeline}:3:") and "not replay" in lines[1]
+        assert lines[2].startswith(f"{pipeline}:4:") and "no file matches" in lines[2]
+        assert lines[3].startswith(f"{pipeline}:5:") and "not a directory" in lines[3]
+        assert "log4j" not in out.stderr and not (tmp_path / "ck").exists()

@@ -7,9 +7,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from edgewise import __version__
 from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, SourceError
+
+if TYPE_CHECKING:
+    from edgewise.config.plan import Plan
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 70  # 70: EX_SOFTWARE, an internal error
 
@@ -283,12 +287,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from edgewise.config import BuildContext, load
+    from edgewise.engine.idle import unused_idle_timeouts
     from edgewise.engine.local import LocalEngine
     from edgewise.sources.base import Source
     from edgewise.sources.file import FileSource, FileSourceConfig
     from edgewise.sources.stdin import StdinConfig, StdinSource
 
     plan = load(args.pipeline)
+    for note in unused_idle_timeouts(plan.sources, "command mode"):
+        print(f"edgewise: note: {note}", file=sys.stderr)
     sources: list[Source]
     build = BuildContext(".")
     if args.input and args.input != "-":
@@ -372,7 +379,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
     from edgewise.engine.spark.quiet import quiet_stderr
     from edgewise.engine.spark.session import spark_session
+    from edgewise.engine.spark.sources import check_sources
 
+    check_sources(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     with quiet_stderr(not args.verbose):
         spark = spark_session(None, app="edgewise-explain")
     with tempfile.TemporaryDirectory(prefix="edgewise-explain-") as tmp:
@@ -382,18 +391,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_spark(args: argparse.Namespace) -> int:
-    from edgewise.engine.spark.quiet import quiet_stderr
-
-    with quiet_stderr(not args.verbose):
-        return _spark(args)
-
-
-def _spark(args: argparse.Namespace) -> int:
     from edgewise.config import load
+    from edgewise.engine.idle import unused_idle_timeouts
+    from edgewise.engine.spark.quiet import quiet_stderr
+    from edgewise.engine.spark.sources import check_sources
+
+    plan = load(args.pipeline)
+    check_sources(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
+    for note in unused_idle_timeouts(plan.sources, "Spark"):
+        print(f"edgewise: note: {note}", file=sys.stderr)
+    with quiet_stderr(not args.verbose):
+        return _spark(args, plan)
+
+
+def _spark(args: argparse.Namespace, plan: Plan) -> int:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
     from edgewise.engine.spark.session import spark_session
 
-    plan = load(args.pipeline)
     conf: dict[str, str] = {}
     for item in args.conf:
         key, sep, value = item.partition("=")

@@ -57,6 +57,13 @@ class ConfigError(EdgewiseError):
         self.problems = problems or []
         super().__init__(self.render())
 
+    @staticmethod
+    def of(problems: list[ConfigError]) -> ConfigError:
+        """One error for several problems (the first names where; ``render`` lists them all)."""
+        if len(problems) == 1:
+            return problems[0]
+        return ConfigError(problems[0].message, problems[0].location, problems=problems)
+
     def render(self) -> str:
         if self.problems:
             return "\n".join(p.render() for p in self.problems)

@@ -131,7 +131,7 @@ def test_keyed_state_before_a_window_runs_once(spark: Any, tmp_path: Path) -> No
     assert len(re.findall(r"^\(\d+\) TransformWithStateInPySpark", job.explain(), re.MULTILINE)) == 1
     got = _collecting(spark, text, tmp_path, tmp_path / "ck2")
     assert sorted((r["status"], r["n"]) for _, r in got[""]) == [("completed", 1), ("triggered", 2)]
-    assert len(got["_reports"]) == 1 and "1 input lines are not JSON objects" in got["_reports"][0]
+    assert len(got["_reports"]) == 1 and "1 malformed input records skipped" in got["_reports"][0]
 
 
 def test_an_aggregate_dead_letter_is_dated_by_the_clock(spark: Any, tmp_path: Path) -> None:

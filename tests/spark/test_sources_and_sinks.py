@@ -152,7 +152,7 @@ sinks:
     # results to one place: written in one pass over the micro-batch, the malformed line still counted and shown
     alone = _collecting(spark, text.replace("to: [out, table]", ""), tmp_path, tmp_path / "ck3")
     assert len(alone[""]) == 12
-    assert alone["_reports"] == ["pipeline p: 1 input lines are not JSON objects, skipped "
+    assert alone["_reports"] == ["pipeline p: 1 malformed input records skipped "
                                  "(spool:part-1.ndjson:13: '{broken')"]
     table = spark.read.parquet(str(tmp_path / "table"))
     assert table.count() == 12 and set(table.columns) >= {"k", "v", "big", "batch"}
@@ -213,7 +213,7 @@ sinks:
     job.run()
     [segment] = sorted((tmp_path / "out").glob("*.ndjson"))
     assert sorted(orjson.loads(line)["v"] for line in segment.read_bytes().splitlines()) == [1, 2, 3]
-    assert reports == ["pipeline p: 1 input lines are not JSON objects, skipped (spool:part-1.ndjson: '{broken')"]
+    assert reports == ["pipeline p: 1 malformed input records skipped (spool:part-1.ndjson: '{broken')"]
     # with an envelope the ids are written: the lines are numbered
     enveloped = load_text_plan(text.replace("path: out}", "path: out2, envelope: true}"),
                                file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
@@ -238,8 +238,8 @@ def test_a_window_reads_its_input_once_and_still_reports_malformed_lines(spark: 
     got = _collecting(spark, text, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
     assert sorted((r["room"], r["n"]) for _, r in got[""]) == [("a", 2), ("b", 1)]
     assert got["_reports"] == [
-        "pipeline w: 1 input lines are not JSON objects, skipped (e.g. '[1, 2]')",
-        "pipeline w: 2 input lines are not JSON objects, skipped (e.g. '{also broken')"]
+        "pipeline w: 1 malformed input records skipped (e.g. '[1, 2]')",
+        "pipeline w: 2 malformed input records skipped (e.g. '{also broken')"]
 
 
 def test_generator_is_spooled_once_so_a_restart_replays_the_same_events(spark: Any, tmp_path: Path) -> None:

@@ -69,14 +69,14 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
                 entries.append(found)
         step_configs.append(entries)
     if problems:
-        raise _combined(problems)
+        raise ConfigError.of(problems)
 
     sink_ids = {s.id for s in sinks if s is not None}
     problems.extend(_check_ids(doc, top, sources, sinks, step_configs))
     problems.extend(_check_references(doc, top, sinks, step_configs, sink_ids))
     problems.extend(_check_stores(doc, step_configs, set(stores)))
     if problems:
-        raise _combined(problems)
+        raise ConfigError.of(problems)
 
     pipelines = []
     for pi, pipeline in enumerate(top.pipelines):
@@ -89,7 +89,7 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
                 problems.append(ConfigError(exc.message, doc.locate((*path, kind))))
         pipelines.append(PipelinePlan(pipeline.id, steps, list(pipeline.to), pipeline.description))
     if problems:
-        raise _combined(problems)
+        raise ConfigError.of(problems)
     return Plan(
         file=doc.file,
         config=top,
@@ -101,13 +101,8 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
         sink_classes={s.id: registry.resolve("sinks", s.type) for s in sinks if s is not None},
         stores={name: store for name, store in stores.items() if store is not None},
         base_dir=ctx.base_dir,
+        document=doc,
     )
-
-
-def _combined(problems: list[ConfigError]) -> ConfigError:
-    if len(problems) == 1:
-        return problems[0]
-    return ConfigError(problems[0].message, problems[0].location, problems=problems)
 
 
 def _plugin_config(kind: registry.Kind, doc: Document, path: Path) -> SourceConfig | SinkConfig:

@@ -13,6 +13,8 @@ from edgewise.config.models import PipelineFileConfig, SinkConfig, SourceConfig
 from edgewise.expr.compiler import Expression
 
 if TYPE_CHECKING:
+    from edgewise.config.yamlpos import Document
+    from edgewise.errors import ConfigError
     from edgewise.steps.base import Step
 
 
@@ -38,6 +40,14 @@ class Plan:
     """State store configs by name (``edgewise.state``); empty: every stateful step keeps state in memory."""
     base_dir: str = "."
     """The pipeline file's directory: relative paths (tables, sqlite files) start here."""
+    document: Document | None = None
+    """The file as loaded, with the line of every value: for errors found after loading (an engine's checks)."""
+
+    def error(self, path: tuple[str | int, ...], message: str) -> ConfigError:
+        """A ``ConfigError`` located at ``path`` in the file (``("sources", 0, "format")``)."""
+        from edgewise.errors import ConfigError
+
+        return self.document.error(path, message) if self.document is not None else ConfigError(message)
 
     def source(self, config: SourceConfig) -> Any:
         """The source ``config`` declares, built with the file's directory as the start of its relative paths."""

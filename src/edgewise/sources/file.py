@@ -9,7 +9,7 @@ their event with the envelope's id and event time, as on Spark.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
@@ -21,9 +21,11 @@ from edgewise.events import Batch
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.formats import (
     LineDecoder,
+    Payload,
     csv_rows,
     decode_clf,
     decode_hfp_recording,
+    decode_ndjson,
     json_document,
     regex_decoder,
     text_lines,
@@ -83,22 +85,42 @@ class FileSource(Source):
         for path, name in self.paths.named():
             prefix = f"{self.id}:{name}:"
             with open(path, "rb") as fh:
-                if self.config.format == "json":
-                    try:
-                        payloads = json_document(fh.read())
-                    except SourceError as exc:
-                        ctx.malformed(f"{path}: {exc}")
-                        continue
-                    for start in range(0, len(payloads), ctx.batch_size):
-                        chunk = payloads[start : start + ctx.batch_size]
-                        yield make_batch(chunk, list(range(start, start + len(chunk))), self.id, prefix, ctx)
-                elif self.config.format == "csv":
-                    rows = list(csv_rows(text_lines(fh.read()), self.config.delimiter, self.config.columns))
-                    first = 1 if self.config.columns else 2
-                    for start in range(0, len(rows), ctx.batch_size):
-                        chunk = rows[start : start + ctx.batch_size]
-                        yield make_batch(chunk, list(range(first + start, first + start + len(chunk))), self.id,
-                                         prefix, ctx)
+                if self.config.format in WHOLE_FILE_FORMATS:
+                    records = list(whole_file_records(fh.read(), self.config, path, ctx.malformed))
+                    for start in range(0, len(records), ctx.batch_size):
+                        chunk = records[start : start + ctx.batch_size]
+                        yield make_batch([p for _, p in chunk], [n for n, _ in chunk], self.id, prefix, ctx)
                 else:
                     yield from line_batches(fh, source_id=self.id, id_prefix=prefix, where=path,
                                             decoder=self.decoder, ctx=ctx)
+
+
+WHOLE_FILE_FORMATS = ("json", "csv")
+
+
+def whole_file_records(data: bytes, config: FileSourceConfig, where: str,
+                       malformed: Callable[[str], None]) -> Iterator[tuple[int, Payload]]:
+    """A whole file's records as ``(position, payload)``, positions as in event ids: a JSON document's array
+    index (from 0), a CSV row's line (the header is line 1), a line format's line (from 1; blank lines skipped).
+    A record that does not decode is reported as ``<where>:<position>: <problem>`` (a JSON document: the file) and
+    left out. The local engine reads JSON and CSV this way; the Spark engine every format but NDJSON spools."""
+    fmt = config.format
+    if fmt == "json":
+        try:
+            yield from enumerate(json_document(data))
+        except SourceError as exc:
+            malformed(f"{where}: {exc}")
+        return
+    if fmt == "csv":
+        first = 1 if config.columns else 2
+        yield from enumerate(csv_rows(text_lines(data), config.delimiter, config.columns), start=first)
+        return
+    decode = decoder_for(fmt, config.regex) or decode_ndjson
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        raw = line.rstrip(b"\r")
+        if not raw.strip():
+            continue
+        try:
+            yield number, decode(raw)
+        except SourceError as exc:
+            malformed(f"{where}:{number}: {exc}")

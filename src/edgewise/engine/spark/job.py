@@ -30,12 +30,13 @@ from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
     SPOOL_GLOB,
+    check_sources,
     envelope_sql,
     payload_sql,
     source_frame,
     spool_frame,
 )
-from edgewise.engine.spark.sql import to_spark_sql
+from edgewise.engine.spark.sql import SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless, runs_in_python
 from edgewise.engine.spark.windows import compile_window
 from edgewise.errors import ConfigError, EdgewiseError
@@ -103,9 +104,7 @@ class SparkJob:
         self.report = report
         self.progress = progress
         self.only = pipelines
-        if not plan.sources:
-            raise ConfigError(f"{plan.file}: the Spark engine reads the file's `sources:` (a file spool, nats or a "
-                              "generator); this file declares none")
+        check_sources(plan)
         os.makedirs(options.checkpoint, exist_ok=True)
         self.types = self._input_types()
         self.compiled = [self._compile(p) for p in plan.pipelines if not self.only or p.id in self.only]
@@ -139,13 +138,16 @@ class SparkJob:
         for source in self.plan.sources:
             if source.declared_schema:
                 continue
-            directory = self._spool_dir(source)
-            if directory is None or not os.path.isdir(directory):
-                continue
-            lines = (self.spark.read.option("pathGlobFilter", SPOOL_GLOB).text(directory)
-                     .selectExpr("value", "try_parse_json(value) AS v"))
-            payload = payload_sql("v", envelope_sql("v", "value"))
-            row = lines.selectExpr(f"schema_of_variant_agg({payload}) AS s").collect()
+            if source.type == "file" and getattr(source, "format", "ndjson") != "ndjson":
+                row = self._decoded_schema(source)
+            else:
+                directory = self._spool_dir(source)
+                if directory is None or not os.path.isdir(directory):
+                    continue
+                lines = (self.spark.read.option("pathGlobFilter", SPOOL_GLOB).text(directory)
+                         .selectExpr("value", "try_parse_json(value) AS v"))
+                payload = payload_sql("v", envelope_sql("v", "value"))
+                row = lines.selectExpr(f"schema_of_variant_agg({payload}) AS s").collect()
             if row and row[0]["s"]:
                 schemas.append(row[0]["s"])
         if not schemas:
@@ -159,6 +161,16 @@ class SparkJob:
             merged = {k: v for k, v in merged.items() if tree.get(k, v) == v} | {
                 k: v for k, v in tree.items() if k not in merged}
         return None if not merged else _as_object_schema(merged)
+
+    def _decoded_schema(self, source: Any) -> list[Any]:
+        """The inferred schema of a file source in a format other than NDJSON: its files decoded in a batch."""
+        from edgewise.engine.local import _base
+        from edgewise.engine.spark.decoded import decoded_frame
+        from edgewise.engine.spark.sources import file_root
+
+        path = _base(self.plan).path(source.path)
+        frame = decoded_frame(self.spark.read, source, path, file_root(source, path))
+        return frame.where(F.LIVE).selectExpr(f"schema_of_variant_agg({SOURCE}) AS s").collect()
 
     def _spool_dir(self, source: Any) -> str | None:
         from edgewise.engine.local import _base

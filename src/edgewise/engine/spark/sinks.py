@@ -166,7 +166,7 @@ class BatchWriter:
 
     def _malformed(self, count: int, shown: str) -> None:
         self.stats.malformed += count
-        self.report(f"pipeline {self.pipeline.id}: {count} input lines are not JSON objects, skipped ({shown})")
+        self.report(f"pipeline {self.pipeline.id}: {count} malformed input records skipped ({shown})")
 
     def _destinations(self) -> list[str]:
         return [RESULTS] if self.collect is not None else list(self.pipeline.to or ["stdout"])

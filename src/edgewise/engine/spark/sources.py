@@ -5,6 +5,8 @@
   A line is either an envelope ``{"id", "event_time", "source", "payload"}`` (what ``envelope: true`` writes: the
   id and event time are kept) or a plain JSON object, whose id is ``<source id>:<file name>:<line>`` as on the
   local engine. A line that is not a JSON object is reported and skipped, never silently lost.
+* ``file`` in another format (hfp, csv, clf, regex, json): each file read whole and decoded by the local engine's
+  code (``decoded.py``).
 * ``generator``: the workload is written once into a spool under the checkpoint directory and read from there,
   so a restarted job replays the same events.
 * ``nats``: ``edgewise.engine.spark.nats`` (a Python streaming DataSource over a JetStream stream's sequence numbers).
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sql import SOURCE
-from edgewise.errors import ConfigError
+from edgewise.errors import ConfigError, EdgewiseError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -99,15 +101,20 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
                  max_files: int | None = None, line_ids: bool = True) -> DataFrame:
     kind = source.type
     if kind == "file":
-        if source.format != "ndjson":
-            raise ConfigError(f"source {source.id}: on Spark the file source reads NDJSON spools "
-                              f"(format: ndjson), not {source.format}")
         from edgewise.engine.local import _base
 
         path = _base(plan).path(source.path)
+        if source.format != "ndjson":
+            from edgewise.engine.spark.decoded import decoded_frame
+
+            reader = spark.readStream
+            if max_files is not None:
+                reader = reader.option("maxFilesPerTrigger", str(max_files))
+            return decoded_frame(reader, source, path, file_root(source, path))
         if not os.path.isdir(path):
-            raise ConfigError(f"source {source.id}: {path} is not a directory; on Spark the file source reads a "
-                              "spool directory of sealed *.ndjson segments (what the file sink writes)")
+            raise ConfigError(f"source {source.id}: {path} is not a directory; on Spark a file source in format "
+                              "ndjson reads a spool directory of sealed *.ndjson segments (what the file sink "
+                              "writes)")
         return spool_frame(spark, path, source.id, max_files=max_files, line_ids=line_ids)
     if kind == "generator":
         directory = generate_spool(source, os.path.join(checkpoint, "_generator", source.id))
@@ -118,6 +125,50 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
         return nats_frame(spark, source)
     raise ConfigError(f"source {source.id}: the Spark engine reads replayable sources (file spool, nats, "
                       f"generator), not {kind!r}; an edge daemon can spool {kind} events with a file sink")
+
+
+SPARK_SOURCE_TYPES = ("file", "nats", "generator")
+
+
+def check_sources(plan: Plan) -> None:
+    """Refuse, before Spark starts, what the Spark engine cannot read, each problem at its file and line: a
+    source that is not replayable, an NDJSON spool that is not a directory, files that do not exist."""
+    from edgewise.engine.local import _base
+    from edgewise.sources.file import FileSourceConfig
+    from edgewise.sources.paths import FileSet
+
+    if not plan.sources:
+        raise plan.error(("sources",), "the Spark engine reads the file's `sources:` (a file spool, nats or a "
+                         "generator); this file declares none")
+    problems: list[ConfigError] = []
+    for i, source in enumerate(plan.sources):
+        if source.type not in SPARK_SOURCE_TYPES:
+            hint = ("point a `file` source at the recording instead (format: hfp, ndjson, csv, ...)"
+                    if source.type == "replay" else
+                    f"an edge daemon can spool {source.type} events with a file sink for Spark to read")
+            problems.append(plan.error(("sources", i, "type"), f"the Spark engine reads replayable sources "
+                                       f"({', '.join(SPARK_SOURCE_TYPES)}), not {source.type}: {hint}"))
+        elif isinstance(source, FileSourceConfig):
+            path = _base(plan).path(source.path)
+            if source.format == "ndjson" and not os.path.isdir(path):
+                problems.append(plan.error(("sources", i, "path"), f"{path} is not a directory: on Spark a file "
+                                           "source in format ndjson reads a spool directory of sealed *.ndjson "
+                                           "segments (what the file sink writes); for other files give their "
+                                           "format"))
+            elif source.format != "ndjson":
+                try:
+                    FileSet(path, source_id=source.id, as_written=source.path).files()
+                except EdgewiseError as exc:
+                    problems.append(plan.error(("sources", i, "path"), str(exc)))
+    if problems:
+        raise ConfigError.of(problems)
+
+
+def file_root(source: Any, path: str) -> str:
+    """The directory a file source's names in ids are relative to (``sources/paths.py``)."""
+    from edgewise.sources.paths import FileSet
+
+    return FileSet(path, source_id=source.id, as_written=source.path).root()
 
 
 def generate_spool(source: Any, directory: str, per_segment: int = 200_000) -> str:
