@@ -23,18 +23,16 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(BIN)/.installed  ## create .venv and install edgewise with its dev tools and the spark extra (PySpark)
 
-run: $(BIN)/.core  ## run the main example: HSL vehicle positions (bundled data) in command mode (edge core only)
-	rm -rf out/hsl-positions  # a run's output replaces the last one's (the file sink appends segments)
-	$(BIN)/edgewise run examples/hsl/pipeline.yaml
-	@echo "positions written to out/hsl-positions/"
+run: $(BIN)/.core  ## the showcase: HSL buses replayed live into an edge daemon, on a map (edge core only, no Spark)
+	$(BIN)/python examples/hsl/showcase.py
 
 test: install  ## lint, type-check, then the test suite
-	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff check src tests bench tools examples
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
 
 lint: install  ## ruff
-	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff check src tests bench tools examples
 
 typecheck: install  ## mypy --strict on src/
 	$(BIN)/mypy

@@ -41,11 +41,13 @@ pipelines:
     to: [out]
 sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
 """)
-    assert d.post("/v1/events", json.dumps([{"n": i} for i in range(7)])).status_code == 202
-    d.wait_processed(7)
+    assert d.post("/v1/events", json.dumps([{"n": i} for i in [0, 1, 2, 150, 3, 4, 5, 6]])).status_code == 202
+    d.wait_processed(8)
     dom = rendered(f"{d.url}/ui", str(tmp_path / "chromium"))
     assert text_of(dom, "state") == "ready"
-    assert text_of(dom, "processed") == "7"
+    assert text_of(dom, "processed") == "8"
     assert text_of(dom, "queued") == "0"
     assert text_of(dom, "dead") == "0"
     assert re.search(r'<tbody id="workers"><tr><td>0</td><td>\d+</td><td>true</td><td>true</td></tr>', dom)
+    # per pipeline and step: events in and out, and what the step did with the rest
+    assert '<tbody id="steps"><tr><td>p</td><td>f</td><td>8</td><td>7</td><td>filtered 1</td></tr></tbody>' in dom

@@ -51,6 +51,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "nats": "edgewise.sinks.nats:NatsSink",
         "mqtt": "edgewise.sinks.mqtt:MqttSink",
         "parquet": "edgewise.sinks.parquet:ParquetSink",
+        "live": "edgewise.sinks.live:LiveSink",
     },
 }
 

@@ -15,10 +15,9 @@ import itertools
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
-import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.datastructures import Headers
@@ -28,59 +27,16 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from edgewise.daemon.bodies import BodyError, check_webhook_body, decode_body, media_type, parse_events
+from edgewise.daemon.live_api import live_routes
 from edgewise.daemon.openapi import openapi_document
 from edgewise.daemon.queue import Append, QueueFull
+from edgewise.daemon.replies import BodyRefused, problem, read_body, reply
 from edgewise.daemon.ui import DASHBOARD_HTML
 from edgewise.events import Batch
 from edgewise.sources.http import AuthError, HttpSource, anonymous_source
 
 if TYPE_CHECKING:
     from edgewise.daemon.server import Daemon
-
-RETRY_AFTER = {429: "1", 503: "2", 507: "10"}
-
-
-def reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(body, default=str), status_code=status, media_type="application/json",
-                    headers=headers)
-
-
-def problem(status: int, message: str, problems: list[str] | None = None) -> Response:
-    body: dict[str, Any] = {"error": message}
-    if problems:
-        body["problems"] = problems
-    retry = RETRY_AFTER.get(status)
-    return reply(status, body, {"Retry-After": retry} if retry else None)
-
-
-class BodyRefused(Exception):
-    """The body was not read: too large (413), or the client went away (400)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
-async def read_body(headers: Headers, receive: Receive, limit: int) -> bytes:
-    """The request body, refused as soon as it (or its declared length) passes ``limit``."""
-    declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise BodyRefused(413, f"the body is larger than {limit} bytes; send smaller batches")
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            raise BodyRefused(400, "the client went away before the body was complete")
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BodyRefused(413, f"the body is larger than {limit} bytes; send smaller batches")
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
 
 class EventsEndpoint:
     """``POST /v1/events`` as a plain ASGI handler (the checks and their order are the module docstring's)."""
@@ -242,6 +198,8 @@ def build_app(daemon: Daemon) -> ASGIApp:
             "processed_events": daemon.metrics.workers.total("acked"),
             "sources": {sid: s.status() for sid, s in list(daemon.sources.items())},
             "pipelines": [p.id for p in daemon.spec.plan.pipelines],
+            "steps": daemon.metrics.workers.steps(),
+            "live": daemon.live.stats(),
         })
 
     async def state(request: Request) -> Response:
@@ -266,6 +224,7 @@ def build_app(daemon: Daemon) -> ASGIApp:
         Route("/v1/state/{step}/{key:path}", state, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/ui", ui, methods=["GET"]),
+        *live_routes(daemon),
     ]
     events = EventsEndpoint(daemon, finish, admit, source_for)
     routes.append(Route("/v1/events", events, methods=["POST"]))  # for 405 on other methods; POST goes direct

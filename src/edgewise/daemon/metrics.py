@@ -46,6 +46,21 @@ class WorkerTotals:
     def total(self, field: str) -> int:
         return sum(int(s.get(field, 0)) for s in self.snapshots())
 
+    def steps(self) -> list[dict[str, Any]]:
+        """Per pipeline and step, summed over workers: events in and out and the outcomes (late, failed, ...),
+        in the order the workers first reported them (pipeline order)."""
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        outcomes: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        for s in self.snapshots():
+            for pipeline, step, direction, n in s.get("events", []):
+                row = rows.setdefault((pipeline, step), {"pipeline": pipeline, "step": step, "in": 0, "out": 0})
+                row[direction] = row.get(direction, 0) + n
+            for step, what, n in s.get("step_outcomes", []):
+                outcomes[step][what] += n
+        for row in rows.values():
+            row["outcomes"] = dict(outcomes.get(row["step"], {}))
+        return list(rows.values())
+
 
 class WorkerCollector(Collector):
     def __init__(self, totals: WorkerTotals, queue_stats: Callable[[], QueueStats]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from edgewise import __version__
+from edgewise.daemon.live import CHANNEL_PATTERN
 
 ERROR = {"type": "object", "required": ["error"], "properties": {
     "error": {"type": "string", "description": "what went wrong and what to do"},
@@ -70,6 +71,8 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
                         "id": {"type": "string", "minLength": 1},
                         "payload": {"$ref": "#/components/schemas/Event"}}}}}}},
     }}
+    channel_param = {"name": "channel", "in": "path", "required": True,
+                     "schema": {"type": "string", "pattern": CHANNEL_PATTERN}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "edgewise daemon", "version": __version__,
@@ -115,6 +118,26 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
             "/openapi.json": {"get": {"summary": "this document", "operationId": "openapi", "responses": {
                 "200": _json("OpenAPI 3.1", {"type": "object"})}}},
             "/ui": {"get": {"summary": "live dashboard", "operationId": "ui", "responses": {
+                "200": {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            # GET /v1/live/{channel}/events (Server-Sent Events) is left out: OpenAPI cannot describe an endless
+            # response (and a fuzzer would wait on it)
+            "/v1/live": {"get": {"summary": "live result channels", "operationId": "liveChannels", "responses": {
+                "200": _json("the channels", {"type": "object", "required": ["channels"]})}}},
+            "/v1/live/{channel}/recent": {"get": {
+                "summary": "a live channel's recent records", "operationId": "liveRecent",
+                "parameters": [channel_param],
+                "responses": {"200": _json("the records", {"type": "array", "items": {"type": "object"}}),
+                              "400": _error("not a channel name")}}},
+            "/v1/live/{channel}": {"post": {
+                "summary": "publish records on a live channel (from the daemon's own machine only)",
+                "operationId": "livePublish", "parameters": [channel_param],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "array", "items": {"type": "object"}}}}},
+                "responses": {"202": _json("published", {"type": "object", "required": ["published"]}),
+                              "400": _error("not a channel name, or not a JSON array of objects"),
+                              "403": _error("not from the daemon's own machine"),
+                              "413": _error("the body is over 8 MiB")}}},
+            "/ui/map": {"get": {"summary": "live map of results", "operationId": "uiMap", "responses": {
                 "200": {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         },
         "components": {"schemas": {"Error": ERROR, "Event": EVENT}},

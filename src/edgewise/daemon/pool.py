@@ -45,12 +45,14 @@ class WorkerHandle:
 
 class WorkerPool:
     def __init__(self, data_dir: str, options_for: Callable[[int], WorkerOptions], metrics: DaemonMetrics,
-                 log: Log, max_attempts: int) -> None:
+                 log: Log, max_attempts: int,
+                 on_live: Callable[[str, list[bytes]], None] | None = None) -> None:
         self.data_dir = data_dir
         self.options_for = options_for
         self.metrics = metrics
         self.log = log
         self.max_attempts = max_attempts
+        self.on_live = on_live
         self.workers: dict[int, WorkerHandle] = {}
         self.closing = threading.Event()
         self._lookups: dict[int, Future[dict[str, Any]]] = {}
@@ -104,6 +106,9 @@ class WorkerPool:
         kind = message[0]
         if kind == "stats":
             self.metrics.workers.update(handle.key, message[1])
+        elif kind == "live":
+            if self.on_live is not None:
+                self.on_live(message[1], message[2])
         elif kind == "ready":
             handle.ready = True
         elif kind == "lookup":

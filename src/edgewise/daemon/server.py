@@ -37,6 +37,7 @@ from typing import IO, Any
 from edgewise.config import BuildContext, load_document
 from edgewise.config.plan import Plan
 from edgewise.config.yamlpos import load_text
+from edgewise.daemon.live import LiveHub
 from edgewise.daemon.log import Log
 from edgewise.daemon.metrics import DaemonMetrics
 from edgewise.daemon.pool import WorkerPool
@@ -125,13 +126,17 @@ class Daemon:
         self.writer: QueueWriter | None = None
         self._lockfile: IO[str] | None = None
         self.reader: QueueReader | None = None
+        self.live = LiveHub()
+        """Live result channels (``live`` sinks) that browsers subscribe to (``/v1/live/<channel>/events``,
+        ``/ui/map``)."""
         self.stateless = None
         if options.stateless:
             from edgewise.daemon.stateless import StatelessRunner
 
-            self.stateless = StatelessRunner(self.spec.plan, options.concurrency)
+            self.stateless = StatelessRunner(self.spec.plan, options.concurrency, live=self.live.publish)
         self.metrics = DaemonMetrics(self.queue_stats)
-        self.pool = WorkerPool(self.data_dir, self._worker_options, self.metrics, self.log, options.max_attempts)
+        self.pool = WorkerPool(self.data_dir, self._worker_options, self.metrics, self.log, options.max_attempts,
+                               on_live=self.live.publish)
 
     # -- queue access for the HTTP handlers and the broker sources ------------------------------------------
 
@@ -215,6 +220,7 @@ class Daemon:
 
         loop = asyncio.get_running_loop()
         self._loop = loop
+        self.live.attach(loop)
         self._stop_requested = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -385,6 +391,7 @@ class Daemon:
         if self.state == "stopped":
             return
         self.state = "draining"
+        self.live.close()  # browsers' streams end, so the HTTP server's shutdown does not wait for them
         self._stop_sources()
         self._stop.set()
         self.pool.closing.set()

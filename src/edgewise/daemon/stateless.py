@@ -17,16 +17,17 @@ from edgewise.daemon.worker import lookup_reply
 from edgewise.engine.local import LocalEngine
 from edgewise.errors import SinkError
 from edgewise.events import Batch
+from edgewise.sinks.base import LivePublisher
 
 
 class StatelessRunner:
-    def __init__(self, plan: Plan, concurrency: int) -> None:
+    def __init__(self, plan: Plan, concurrency: int, live: LivePublisher | None = None) -> None:
         self.limit = max(1, concurrency)
         self.active = 0
         self._count_lock = threading.Lock()
         self._run_lock = threading.Lock()
         self._devnull = open(os.devnull, "wb")  # noqa: SIM115  # results go into the reply, not to stdout
-        self.engine = LocalEngine(plan, collect=self._collect, commit_interval=0.0, stdout=self._devnull)
+        self.engine = LocalEngine(plan, collect=self._collect, commit_interval=0.0, stdout=self._devnull, live=live)
         self.engine.ctx.on_failed = self._failed
         self.engine.open()
         self._outputs: dict[str, list[dict[str, Any]]] = defaultdict(list)

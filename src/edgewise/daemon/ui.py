@@ -1,5 +1,7 @@
 """``GET /ui``: a live dashboard, one self-contained page (no build step, no external assets) that polls
-``/v1/queue`` every second and shows state, queue depth, throughput, dead letters, workers and sources."""
+``/v1/queue`` every second and shows state, queue depth, throughput (a labelled chart of the last two minutes),
+dead letters, each pipeline's steps (events in and out, outcomes), workers, sources and live channels. The map of
+live results is ``/ui/map`` (``assets/map.html``)."""
 
 DASHBOARD_HTML = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>edgewise daemon</title>
@@ -23,10 +25,16 @@ DASHBOARD_HTML = """<!doctype html>
  <div class="card"><div class="label">dead letters</div><div class="value" id="dead">–</div></div>
  <div class="card"><div class="label">backpressure</div><div class="value" id="backpressure">–</div></div>
 </div>
+<p class="label">processed events per second, last two minutes (peak <span id="peak">0</span>/s) ·
+ <a href="/ui/map">live map</a></p>
 <canvas id="chart" width="720" height="120" aria-label="events per second, last two minutes"></canvas>
+<table><thead><tr><th>pipeline</th><th>step</th><th>in</th><th>out</th><th>outcomes</th></tr></thead>
+<tbody id="steps"></tbody></table>
 <table><thead><tr><th>worker</th><th>pid</th><th>ready</th><th>alive</th></tr></thead>
 <tbody id="workers"></tbody></table>
 <table><thead><tr><th>source</th><th>status</th></tr></thead><tbody id="sources"></tbody></table>
+<table><thead><tr><th>live channel</th><th>published</th><th>subscribers</th><th>dropped</th></tr></thead>
+<tbody id="live"></tbody></table>
 <p class="label" id="updated">connecting…</p>
 <script>
 const rates = []; let last = null;
@@ -34,7 +42,10 @@ function cell(text){const td=document.createElement('td');td.textContent=String(
 function rows(id, items){const body=document.getElementById(id);body.replaceChildren(...items.map(cols=>{
   const tr=document.createElement('tr');cols.forEach(c=>tr.appendChild(cell(c)));return tr}))}
 function draw(){const c=document.getElementById('chart'),g=c.getContext('2d');g.clearRect(0,0,c.width,c.height);
-  const max=Math.max(1,...rates);g.strokeStyle='#0969da';g.beginPath();
+  const max=Math.max(1,...rates);document.getElementById('peak').textContent=Math.round(max);
+  g.fillStyle='#57606a';g.font='11px system-ui';g.fillText(Math.round(max)+'/s',4,12);g.fillText('0',4,c.height-4);
+  g.fillText('now',c.width-24,c.height-4);g.fillText('-2 min',c.width-6*120,c.height-4);
+  g.strokeStyle='#0969da';g.beginPath();
   rates.forEach((r,i)=>{const x=c.width-(rates.length-1-i)*6,y=c.height-4-(c.height-8)*r/max;
     i?g.lineTo(x,y):g.moveTo(x,y)});
   g.stroke()}
@@ -52,6 +63,9 @@ async function poll(){
       if(rates.length>120)rates.shift();document.getElementById('rate').textContent=Math.round(r)}
     last={n:q.processed_events,t:now}; draw();
     rows('workers', q.workers.map(w=>[w.index,w.pid,w.ready,w.alive]));
+    rows('steps', (q.steps||[]).map(s=>[s.pipeline,s.step,s.in,s.out,
+      Object.entries(s.outcomes).map(([k,v])=>k+' '+v).join(', ')]));
+    rows('live', Object.entries(q.live||{}).map(([k,v])=>[k,v.published,v.subscribers,v.dropped]));
     rows('sources', Object.entries(q.sources).map(([k,v])=>[k,JSON.stringify(v)]));
     document.getElementById('updated').textContent='updated '+new Date().toISOString();
   }catch(e){document.getElementById('updated').textContent='daemon unreachable: '+e}

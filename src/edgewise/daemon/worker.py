@@ -36,6 +36,7 @@ from edgewise.daemon.telemetry import StepMeter, make_tracer
 from edgewise.engine.local import LocalEngine
 from edgewise.errors import SinkError
 from edgewise.events import Batch
+from edgewise.sinks.base import LivePublisher
 from edgewise.state import StateStore
 
 QUEUE_POSITION = "<queue>"
@@ -87,12 +88,13 @@ def entry_batch(entry: Entry) -> Batch:
 
 class Worker:
     def __init__(self, plan: Plan, options: WorkerOptions, queue: QueueReader,
-                 stores: Mapping[str, StateStore] | None = None) -> None:
+                 stores: Mapping[str, StateStore] | None = None, live: LivePublisher | None = None) -> None:
         self.options = options
         self.queue = queue
         self.meter = StepMeter(make_tracer(options.trace, plan.name))
         self.engine = LocalEngine(plan, stores=stores if stores is not None else daemon_stores(plan, options.data_dir),
-                                  commit_interval=0.0, instrument=self.meter, idle_timeouts=idle_timeouts(plan))
+                                  commit_interval=0.0, instrument=self.meter, idle_timeouts=idle_timeouts(plan),
+                                  live=live)
         self.engine.ctx.on_failed = self._step_failed
         self.pending: list[Entry] = []
         self.letters: list[Letter] = []
@@ -309,7 +311,8 @@ def worker_process(options: WorkerOptions, control: Connection, parent: int) -> 
 
     try:  # the text the daemon validated, even if the file has changed again since
         plan = load_document(load_text(options.pipeline_text, options.pipeline_file), base_dir=options.base_dir)
-        worker = Worker(plan, options, QueueReader(queue_path(options.data_dir)))
+        worker = Worker(plan, options, QueueReader(queue_path(options.data_dir)),
+                        live=lambda channel, records: control.send(("live", channel, records)))
     except Exception as exc:  # noqa: BLE001  # tell the daemon why, then exit non-zero
         control.send(("failed", options.index, f"{type(exc).__name__}: {exc}"))
         sys.exit(3)

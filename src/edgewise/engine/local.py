@@ -30,7 +30,7 @@ from edgewise.engine.resume import ResumePoint
 from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
-from edgewise.sinks.base import Sink, SinkContext, SinkRunner
+from edgewise.sinks.base import LivePublisher, Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
 from edgewise.sources.base import Source, SourceContext, new_run_id
 from edgewise.state import StateStore
@@ -67,7 +67,8 @@ class LocalEngine:
                  sleep: Callable[[float], None] = time.sleep, batch_size: int = 1024,
                  stores: Mapping[str, StateStore] | None = None, commit_interval: float = 1.0,
                  collect: Callable[[str, Batch], None] | None = None, fresh: bool = False,
-                 instrument: Instrument | None = None, idle_timeouts: Mapping[str, int | None] | None = None) -> None:
+                 instrument: Instrument | None = None, idle_timeouts: Mapping[str, int | None] | None = None,
+                 live: LivePublisher | None = None) -> None:
         self.plan = plan
         self.clock = clock or SystemClock()
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -93,6 +94,8 @@ class LocalEngine:
         self.commit_interval_us = int(commit_interval * 1_000_000)
         self.collect = collect
         self.instrument = instrument
+        self.live = live
+        """The daemon's live channels, for ``live`` sinks (None outside the daemon)."""
         self.idleness = Idleness(idle_timeouts or {})
         """Event time that moves on while every source is quiet (the daemon's ``idle_timeout``s; ``idle.py``)."""
         self._last_commit_us = 0
@@ -102,7 +105,7 @@ class LocalEngine:
         return self.ctx.stats
 
     def open(self) -> None:
-        context = SinkContext(self.clock, self.stdout)
+        context = SinkContext(self.clock, self.stdout, self.live)
         for sink in self.sinks.values():
             sink.open(context)
         for _, steps, _ in self.pipelines:

@@ -20,12 +20,18 @@ if TYPE_CHECKING:
     from edgewise.config import BuildContext
 
 
-class SinkContext:
-    """What a sink may use: the clock and the process's stdout (binary)."""
+LivePublisher = Callable[[str, list[bytes]], None]
+"""Publishes records (each one serialized JSON object) on a live channel of the daemon (``daemon/live.py``)."""
 
-    def __init__(self, clock: Clock, stdout: BinaryIO) -> None:
+
+class SinkContext:
+    """What a sink may use: the clock, the process's stdout (binary) and, inside the edge daemon, its live
+    channels."""
+
+    def __init__(self, clock: Clock, stdout: BinaryIO, live: LivePublisher | None = None) -> None:
         self.clock = clock
         self.stdout = stdout
+        self.live = live
 
 
 class Sink(ABC):
@@ -42,7 +48,8 @@ class Sink(ABC):
     @abstractmethod
     def write(self, batch: Batch) -> None:
         """Deliver the batch, or raise. Called again with the same events after a failure (retry), so write
-        idempotently where the target allows. Raise ``SinkError(retryable=False)`` when retrying cannot help."""
+        idempotently where the target allows. Raise ``RetryableSinkError`` when trying again may help (a
+        connection refused), ``SinkError`` when it cannot."""
 
     def flush(self) -> None:  # noqa: B027  # optional hook
         """Make everything written so far durable or visible (end of input, shutdown)."""

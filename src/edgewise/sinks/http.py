@@ -71,20 +71,26 @@ class HttpSink(Sink):
     def _post(self, batch: Batch) -> None:
         assert self._client is not None
         body, content_type = self.body(batch)
-        key = hashlib.sha256("\n".join(batch.ids()).encode()).hexdigest()
-        try:
-            response = self._client.request(self.method, self.url, content=body,
-                                            headers={"Content-Type": content_type, "Idempotency-Key": key})
-        except httpx.HTTPError as exc:
-            raise RetryableSinkError(f"{self.url}: {type(exc).__name__}: {exc}") from None
-        status = response.status_code
-        if status < 300:
-            return
-        text = response.text[:200]
-        if status >= 500 or status in (408, 429):  # 503/507/429 from an edgewise daemon: it pushes back
-            raise RetryableSinkError(f"{self.url} answered {status}: {text}")
-        raise SinkError(f"{self.url} answered {status} (not retried): {text}")
+        send(self._client, self.method, self.url, body, content_type, batch.ids())
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
+
+
+def send(client: httpx.Client, method: str, url: str, body: bytes, content_type: str, ids: list[str]) -> None:
+    """One request with an ``Idempotency-Key`` from the event ids; raise what the sink runner retries (connection
+    errors, 5xx, 408, 429) as ``RetryableSinkError`` and other refusals as ``SinkError``."""
+    key = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+    try:
+        response = client.request(method, url, content=body,
+                                  headers={"Content-Type": content_type, "Idempotency-Key": key})
+    except httpx.HTTPError as exc:
+        raise RetryableSinkError(f"{url}: {type(exc).__name__}: {exc}") from None
+    status = response.status_code
+    if status < 300:
+        return
+    text = response.text[:200]
+    if status >= 500 or status in (408, 429):  # 503/507/429 from an edgewise daemon: it pushes back
+        raise RetryableSinkError(f"{url} answered {status}: {text}")
+    raise SinkError(f"{url} answered {status} (not retried): {text}")

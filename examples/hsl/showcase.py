@@ -1,0 +1,143 @@
+"""The showcase `make run` runs: Helsinki buses, replayed live into an edge daemon, on a map in the browser.
+
+1. start `edgewise serve examples/hsl/live.yaml` on 127.0.0.1 (its data in out/showcase/daemon);
+2. print the map's address (/ui/map) and the operations page's (/ui);
+3. `edgewise replay` the bundled HSL recordings into it at --speed times their recorded pace (the default, 30,
+   makes the demo last about a minute; gaps between recordings of different days are shortened to 2 s);
+4. wait until the daemon has processed everything and print what it did; cell results are in
+   out/showcase/hsl.db (SQLite, table `cells`);
+5. on a terminal, keep the map up until Ctrl-C (the last windows close on it within a minute: the source is idle,
+   so event time moves on with the clock); otherwise wait for those windows, then stop. Ctrl-C stops cleanly.
+
+out/showcase/ is replaced on every run, never appended to. Only the edge core is needed (no Spark, no services).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PIPELINE = HERE / "live.yaml"
+RECORDINGS = "data/hsl-hfp-apc-dumps/*/hfp.dump"
+RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sink writes here too
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--speed", default="30", help="times the recorded pace, or max (default 30: about a minute)")
+    parser.add_argument("--port", type=int, default=0, help="the daemon's port (default 0: a free one)")
+    stay = parser.add_mutually_exclusive_group()
+    stay.add_argument("--stay", dest="stay", action="store_true", default=None,
+                      help="keep the map up after the replay until Ctrl-C (the default on a terminal)")
+    stay.add_argument("--no-stay", dest="stay", action="store_false", help="stop when the replay is done")
+    args = parser.parse_args(argv)
+    edgewise = str(Path(sys.executable).with_name("edgewise"))
+    stay_up = sys.stdin.isatty() if args.stay is None else args.stay
+
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
+    RUN_DIR.mkdir(parents=True)
+    with open(RUN_DIR / "daemon.log", "wb") as log:
+        daemon = subprocess.Popen([edgewise, "serve", str(PIPELINE), "--data-dir", str(RUN_DIR / "daemon"),
+                                   "--port", str(args.port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        url = wait_ready(RUN_DIR / "daemon.log", daemon)
+        if url is None:
+            print(f"showcase: the daemon did not start; its log:\n{(RUN_DIR / 'daemon.log').read_text()}",
+                  file=sys.stderr)
+            return 1
+        pace = "as fast as possible" if args.speed == "max" else f"at {args.speed}x their recorded pace"
+        print(f"showcase: the map:        {url}/ui/map\n"
+              f"showcase: the operations: {url}/ui\n"
+              f"showcase: replaying the HSL recordings {pace} (Ctrl-C stops)", flush=True)
+        replay = subprocess.run([edgewise, "replay", RECORDINGS, "--speed", args.speed, "--max-gap", "2s",
+                                 "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT)
+        if replay.returncode != 0:
+            print("showcase: the replay failed (see above)", file=sys.stderr)
+            return 1
+        summary = wait_done(url, close_windows=not stay_up)  # staying, the map shows them as they close
+        print(f"showcase: {summary}; cell results in {RUN_DIR.relative_to(ROOT) / 'hsl.db'} "
+              f"({count_cells(RUN_DIR / 'hsl.db')} rows in table cells)", flush=True)
+        if stay_up:
+            print(f"showcase: the map stays up at {url}/ui/map; Ctrl-C stops", flush=True)
+            while daemon.poll() is None:
+                time.sleep(0.5)
+        return 0
+    except KeyboardInterrupt:
+        print("\nshowcase: stopping", file=sys.stderr)
+        return 130
+    finally:
+        stop(daemon)
+
+
+def wait_ready(log: Path, daemon: subprocess.Popen[bytes], timeout: float = 60) -> str | None:
+    """The daemon's address once it is ready (port 0: it chose a free one and logged it), or None if it failed."""
+    deadline = time.monotonic() + timeout
+    url = None
+    while time.monotonic() < deadline and daemon.poll() is None:
+        if url is None:
+            found = re.search(r"listening url=(\S+)", log.read_text(errors="replace"))
+            url = found.group(1) if found else None
+        else:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    return url
+        time.sleep(0.2)
+    return None
+
+
+LAST_WINDOWS_S = 5 + 30 + 10 + 2
+"""After the last message: live.yaml's idle_timeout (5 s), then event time moves on with the clock until it passes
+the last window's end (30 s windows) and watermark (10 s); 2 s to spare."""
+
+
+def wait_done(url: str, close_windows: bool, timeout: float = 300) -> str:
+    """Wait until the daemon processed everything (and, with ``close_windows``, until the last windows closed),
+    then say what it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        q = httpx.get(f"{url}/v1/queue", timeout=5).json()
+        if q["queued_events"] == 0 and q["in_flight_entries"] == 0:
+            break
+        time.sleep(0.5)
+    if close_windows:
+        print(f"showcase: waiting {LAST_WINDOWS_S} s for the last windows to close (the source is idle, so event "
+              "time moves on with the clock)", flush=True)
+        time.sleep(LAST_WINDOWS_S)
+    q = httpx.get(f"{url}/v1/queue", timeout=5).json()
+    live = q.get("live", {})
+    late = sum(s["outcomes"].get("late", 0) for s in q["steps"])
+    return (f"{q['processed_events']} messages processed; {live.get('positions', {}).get('published', 0)} "
+            f"positions and {live.get('cells', {}).get('published', 0)} cell results to the map; {late} late")
+
+
+def count_cells(path: Path) -> int:
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return int(db.execute("SELECT count(*) FROM cells").fetchone()[0])
+
+
+def stop(daemon: subprocess.Popen[bytes]) -> None:
+    if daemon.poll() is None:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

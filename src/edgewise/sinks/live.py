@@ -1,0 +1,74 @@
+"""``live``: results to browsers, on a channel of the edge daemon (``/v1/live/<channel>/events``, ``/ui/map``).
+
+Inside ``edgewise serve`` the records go straight to the daemon's channel. Anywhere else (``edgewise run``, a
+Spark job) the sink needs ``url:``, a daemon to publish to (``POST /v1/live/<channel>``, accepted from the
+daemon's own machine). Each record is sent as ``{id, event_time, source, payload}``: a page uses the event time to
+keep only the newest result per key. A live channel is a view, not storage (``daemon/live.py``): send results
+that must be kept to a durable sink as well.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import httpx
+from pydantic import Field
+
+from edgewise.config import BuildContext
+from edgewise.config.models import SinkConfig
+from edgewise.daemon.live import CHANNEL_PATTERN
+from edgewise.durations import Duration
+from edgewise.errors import SinkError
+from edgewise.events import Batch
+from edgewise.jsonio import dumps
+from edgewise.sinks.base import LivePublisher, Sink, SinkContext
+from edgewise.sinks.http import send
+from edgewise.sinks.stdout import envelope_of
+
+
+class LiveSinkConfig(SinkConfig):
+    type: Literal["live"] = "live"
+    channel: str | None = Field(None, pattern=CHANNEL_PATTERN, description="the channel browsers subscribe to "
+                                "(GET /v1/live/<channel>); default: the sink's id")
+    url: str | None = Field(None, description="outside the daemon (edgewise run, Spark): the daemon to publish "
+                            "to, e.g. http://127.0.0.1:8080")
+    batch_size: int = Field(1000, ge=1, le=100_000, description="records per request (with url)")
+    timeout: Duration = Field(5_000_000, description="request timeout (with url)")
+
+
+class LiveSink(Sink):
+    kind: ClassVar[str] = "live"
+    Config = LiveSinkConfig
+    config: LiveSinkConfig
+
+    def __init__(self, config: LiveSinkConfig, ctx: BuildContext) -> None:
+        super().__init__(config, ctx)
+        self.channel = config.channel or config.id
+        self.url = f"{config.url.rstrip('/')}/v1/live/{self.channel}" if config.url else None
+        self._publish: LivePublisher | None = None
+        self._client: httpx.Client | None = None
+
+    def open(self, ctx: SinkContext) -> None:
+        if self.url is not None:
+            self._client = httpx.Client(timeout=self.config.timeout / 1_000_000)
+        elif ctx.live is not None:
+            self._publish = ctx.live
+        else:
+            raise SinkError(f"sink {self.id}: a live sink shows results in an edge daemon's browser pages: run "
+                            "this pipeline file with `edgewise serve`, or give the sink `url:` (a running daemon, "
+                            "e.g. http://127.0.0.1:8080)")
+
+    def write(self, batch: Batch) -> None:
+        records = [dumps(envelope_of(batch, i)) for i in range(len(batch))]
+        if self._publish is not None:
+            self._publish(self.channel, records)
+            return
+        assert self._client is not None and self.url is not None
+        size = self.config.batch_size
+        for start in range(0, len(records), size):
+            body = b"[" + b",".join(records[start:start + size]) + b"]"
+            send(self._client, "POST", self.url, body, "application/json", batch.ids()[start:start + size])
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()

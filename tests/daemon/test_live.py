@@ -1,0 +1,206 @@
+"""Live results: the ``live`` sink, the daemon's channels (Server-Sent Events), and publishing from another engine."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+
+from edgewise.daemon.live import LiveHub
+from edgewise.daemon.live_api import live_routes
+
+PIPELINE = """
+version: 1
+sources: [{{id: in, type: http, anonymous: true, idle_timeout: {idle}}}]
+event_time: "timestamp_seconds(t)"
+pipelines:
+  - id: positions
+    steps:
+      - filter: {{id: located, where: "lat IS NOT NULL"}}
+    to: [map-positions]
+  - id: cells
+    steps:
+      - annotate: {{id: locate, set: {{cell: "geo_cell(lat, long, 14)"}}}}
+      - window: {{id: per-cell, key: [cell], tumbling: 10s, aggs: {{vehicles: "count_distinct(vehicle)"}}}}
+    to: [map-cells]
+sinks:
+  - {{id: map-positions, type: live, channel: positions}}
+  - {{id: map-cells, type: live, channel: cells}}
+"""
+
+
+def position(vehicle: str, t: float, lat: float = 60.17, long: float = 24.94) -> dict[str, Any]:
+    return {"vehicle": vehicle, "t": t, "lat": lat, "long": long}
+
+
+def tile(lat: float, lon: float, zoom: int) -> str:
+    """The slippy-map tile of a point (the OpenStreetMap formula), computed here independently of geo_cell."""
+    n = 2 ** zoom
+    x = int((lon + 180) / 360 * n)
+    y = int((1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * n)
+    return f"{zoom}/{x}/{y}"
+
+
+def read_stream(url: str, records: list[dict[str, Any]], events: list[str], stop: threading.Event) -> None:
+    """Collect a channel's SSE records (and event names) until ``stop``."""
+    with httpx.Client(timeout=httpx.Timeout(5, read=None)) as client, client.stream("GET", url) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        name = "message"
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line[7:]
+            elif line.startswith("data: "):
+                events.append(name)
+                if name in ("message", "snapshot"):
+                    records.extend(json.loads(line[6:]))
+                name = "message"
+            if stop.is_set():
+                return
+
+
+# -- the hub ----------------------------------------------------------------------------------------------------
+
+def test_a_subscriber_gets_the_recent_records_then_each_batch() -> None:
+    async def scenario() -> list[bytes]:
+        hub = LiveHub(recent=2)
+        hub.publish("c", [b'{"n":1}', b'{"n":2}', b'{"n":3}'])  # only the last 2 are kept for newcomers
+        stream = hub.stream("c")
+        first = await anext(stream)
+        hub.publish("c", [b'{"n":4}'])
+        hub.publish("other", [b'{"n":5}'])
+        second = await anext(stream)
+        hub.close()
+        rest = [chunk async for chunk in stream]
+        return [first, second, *rest]
+
+    chunks = asyncio.run(scenario())
+    assert chunks[0] == b'retry: 2000\nevent: snapshot\ndata: [{"n":2},{"n":3}]\n\n'
+    assert chunks[1] == b'data: [{"n":4}]\n\n'
+    assert chunks[2:] == []  # closing the hub ends the stream (the daemon's shutdown does not wait for browsers)
+
+
+def test_a_slow_subscriber_loses_its_oldest_messages_and_is_told() -> None:
+    async def scenario() -> tuple[list[bytes], dict[str, Any]]:
+        hub = LiveHub(backlog=3)
+        stream = hub.stream("c")
+        await anext(stream)  # subscribed
+        for n in range(10):
+            hub.publish("c", [b'{"n":%d}' % n])
+        stats = hub.stats()["c"]
+        got = [await anext(stream), await anext(stream), await anext(stream), await anext(stream)]
+        await stream.aclose()
+        return got, stats
+
+    got, stats = asyncio.run(scenario())
+    assert stats == {"published": 10, "subscribers": 1, "dropped": 7}
+    assert got == [b'event: dropped\ndata: {"dropped": 7}\n\n', b'data: [{"n":7}]\n\n', b'data: [{"n":8}]\n\n',
+                   b'data: [{"n":9}]\n\n']
+
+
+def test_publishing_is_only_for_the_daemons_own_machine_and_checked() -> None:
+    class Daemonish:
+        live = LiveHub()
+
+    app = Starlette(routes=live_routes(Daemonish()))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        remote = httpx.AsyncClient(transport=httpx.ASGITransport(app, client=("192.0.2.7", 50000)),
+                                   base_url="http://daemon")
+        local = httpx.AsyncClient(transport=httpx.ASGITransport(app, client=("127.0.0.1", 50000)),
+                                  base_url="http://daemon")
+        async with remote, local:
+            assert (await remote.post("/v1/live/cells", json=[{"id": "x"}])).status_code == 403
+            assert (await local.post("/v1/live/cells", json=[{"id": "x"}])).json() == {"published": 1}
+            assert (await local.post("/v1/live/cells", content=b"[{")).status_code == 400
+            assert (await local.post("/v1/live/cells", json={"id": "x"})).status_code == 400  # not an array
+            assert (await local.post("/v1/live/cells", json=[1, 2])).status_code == 400  # not records
+            assert (await local.post("/v1/live/no%20spaces", json=[])).status_code == 400
+            assert (await local.get("/v1/live/cells/recent")).json() == [{"id": "x"}]  # nothing refused got in
+
+    asyncio.run(scenario())
+    assert Daemonish.live.stats()["cells"]["published"] == 1
+
+
+# -- in the daemon ------------------------------------------------------------------------------------------------
+
+def test_the_daemon_streams_its_live_sinks_results(start_daemon, tmp_path: Path) -> None:
+    d = start_daemon(PIPELINE.format(idle="1s"))
+    received: list[dict[str, Any]] = []
+    events: list[str] = []
+    stop = threading.Event()
+    reader = threading.Thread(target=read_stream, args=(f"{d.url}/v1/live/cells/events", received, events, stop),
+                              daemon=True)
+    reader.start()
+    time.sleep(0.5)
+    body = [position("a", 1000.0), position("b", 1001.0), position("a", 1003.0, lat=61.0), {"vehicle": "c", "t": 1004}]
+    assert d.post("/v1/events", json.dumps(body)).status_code == 202
+    d.wait_processed(4)
+    deadline = time.monotonic() + 20
+    while len(received) < 2 and time.monotonic() < deadline:  # the window closes on idleness (1 s)
+        time.sleep(0.1)
+    stop.set()
+    d.post("/v1/events", json.dumps([position("z", 2000.0)]))  # wakes the reader so it sees `stop`
+    reader.join(10)
+    cells = sorted(((r["payload"]["cell"], r["payload"]["vehicles"]) for r in received), key=str)
+    assert cells == sorted([(tile(60.17, 24.94, 14), 2), (tile(61.0, 24.94, 14), 1), (None, 1)], key=str)
+    assert all(r["id"].startswith("per-cell:") and r["event_time"] == 1_009_999_999 for r in received)
+    assert "snapshot" in events
+    positions = httpx.get(f"{d.url}/v1/live/positions/recent").json()
+    assert [(p["payload"]["vehicle"], p["event_time"]) for p in positions[:3]] == [
+        ("a", 1_000_000_000), ("b", 1_001_000_000), ("a", 1_003_000_000)]
+    assert "c" not in {p["payload"]["vehicle"] for p in positions}  # filtered: no lat
+    queue = httpx.get(f"{d.url}/v1/queue").json()
+    assert queue["live"]["positions"]["published"] >= 3
+    steps = {(s["pipeline"], s["step"]): s for s in queue["steps"]}
+    assert steps[("positions", "located")]["in"] >= 4 and steps[("positions", "located")]["out"] >= 3
+
+
+def test_another_engine_publishes_to_the_daemon_with_url(start_daemon, tmp_path: Path) -> None:
+    d = start_daemon(PIPELINE.format(idle="0"))
+    pipeline = tmp_path / "hub.yaml"
+    pipeline.write_text(f"""
+version: 1
+pipelines:
+  - id: p
+    steps: [{{annotate: {{id: a, set: {{double: "n * 2"}}}}}}]
+    to: [to-map]
+sinks: [{{id: to-map, type: live, channel: hub, url: "{d.url}"}}]
+""")
+    done = subprocess.run([sys.executable, "-m", "edgewise", "run", str(pipeline)], input=b'{"n": 1}\n{"n": 2}\n',
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    recent = httpx.get(f"{d.url}/v1/live/hub/recent").json()
+    assert [r["payload"]["double"] for r in recent] == [2, 4]
+
+
+def test_a_live_sink_outside_a_daemon_without_url_is_one_clear_error(tmp_path: Path) -> None:
+    pipeline = tmp_path / "p.yaml"
+    pipeline.write_text("version: 1\npipelines: [{id: p, steps: [], to: [m]}]\nsinks: [{id: m, type: live}]\n")
+    done = subprocess.run([sys.executable, "-m", "edgewise", "run", str(pipeline)], input=b'{"n": 1}\n',
+                          capture_output=True, timeout=120)
+    assert done.returncode != 0
+    assert b"Traceback" not in done.stderr
+    assert b"run this pipeline file with `edgewise serve`, or give the sink `url:`" in done.stderr
+
+
+def test_the_docs_sinks_are_valid() -> None:
+    """docs/live.md's example sinks load as written (a pipeline around them)."""
+    import re
+
+    from edgewise.config import load_text_plan
+    from tests.conftest import ROOT
+
+    block = re.search(r"```yaml\n(.*?)```", (ROOT / "docs" / "live.md").read_text(encoding="utf-8"), re.S)
+    assert block is not None
+    plan = load_text_plan("version: 1\npipelines: [{id: p, steps: [], to: [map-cells, hub-cells]}]\n" + block.group(1))
+    assert {s.id: (s.type, getattr(s, "channel", None)) for s in plan.sinks.values()} == {
+        "map-cells": ("live", "cells"), "hub-cells": ("live", "cells")}
