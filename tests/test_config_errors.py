@@ -69,8 +69,8 @@ CASES = {
                                          "- transform: {id: t, ops: [{drop_keys: '(unclosed'}]}"),
                             r"transform.ops\[0\].drop_keys.*'\(unclosed' is not a valid regular expression"),
     "unknown_sink_type": (GOOD + "sinks:\n  - {id: s, type: kafka}\n",
-                          r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: edgewise, file, http, mqtt, "
-                          r"nats, parquet, postgres, redis, sqlite, stdout"),
+                          r"sinks\[0\].type: unknown sink type 'kafka'; expected one of: edgewise, file, http, live, "
+                          r"mqtt, nats, parquet, postgres, redis, sqlite, stdout"),
 }
 
 
