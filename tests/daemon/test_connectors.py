@@ -173,10 +173,10 @@ def test_redis_stream_sink_skips_repeated_ids(start_daemon, tmp_path):
     stream = f"ew-test:{secrets.token_hex(4)}"
     d = start_daemon(f"""
 version: 1
-sources: [{PEER}]
+sources: [{PEER.replace("}", ", redelivery_window: 0}")}]
 pipelines: [{{id: p, to: [r]}}]
 sinks: [{{id: r, type: redis, stream: "{stream}"}}]
-""")
+""")  # the queue takes the repeated ids (its own check is off), so what is tested is the sink's
     body = json.dumps({"events": [{"id": f"e{i}", "payload": {"n": i}} for i in range(10)]})
     for _ in range(2):
         assert post_as_peer(d, body).status_code == 202

@@ -32,7 +32,7 @@ def test_concurrent_appends_share_commits_and_get_distinct_ids(path):
         t.start()
     for t in threads:
         t.join()
-    firsts = sorted(f.result(10) for f in futures)
+    firsts = sorted(f.result(10).first for f in futures)
     assert firsts == list(range(1, 1 + 3 * 400, 3))  # every event number once, no gaps
     assert writer.commits < 400  # requests waiting together went into one commit
     writer.close()
@@ -82,7 +82,7 @@ def test_a_size_cap_refuses_without_damage(path):
     results = []
     for _ in range(6):
         try:
-            results.append(writer.submit(Append("s", "json", b'{"pad": "' + b"x" * 50_000 + b'"}', 1)).result(10))
+            results.append(writer.submit(Append("s", "json", b'{"pad": "' + b"x" * 50_000 + b'"}', 1)).result(10).first)
         except QueueFull:
             results.append("full")
     assert "full" in results and results[0] == 1
@@ -90,5 +90,5 @@ def test_a_size_cap_refuses_without_damage(path):
     reader.ack(reader.lease(0, 100))
     assert reader.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     # space freed by acknowledged entries is used again
-    assert isinstance(writer.submit(Append("s", "json", b"{}", 1)).result(10), int)
+    assert isinstance(writer.submit(Append("s", "json", b"{}", 1)).result(10).first, int)
     writer.close()

@@ -15,6 +15,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
@@ -114,15 +115,21 @@ def build_app(daemon: Daemon) -> ASGIApp:
     async def finish(source: HttpSource, append: Append, started: float) -> Response:
         if daemon.stateless is not None:
             return await run_stateless(source, append)
+        if append.ids is not None and source.config.redelivery_window:
+            append = replace(append, redelivery_us=source.config.redelivery_window)
         try:
-            first = await daemon.submit_async(append)
+            appended = await daemon.submit_async(append)
         except QueueFull as exc:
             return problem(507, str(exc))
         except Exception as exc:  # noqa: BLE001  # any queue failure: nothing was acknowledged, say so
             return problem(503, f"the event could not be queued: {exc}")
+        first = appended.first
         ids = append.ids if append.ids is not None else [f"{source.id}:{n}" for n in range(first,
                                                                                            first + append.count)]
         daemon.metrics.replied(source.id, 202, time.perf_counter() - started)
+        if appended.duplicates:  # a redelivery: acknowledged with its original ids, not queued again
+            return reply(202, {"accepted": len(ids) - len(appended.duplicates), "ids": ids,
+                               "duplicates": list(appended.duplicates)})
         return reply(202, {"accepted": append.count, "ids": ids})
 
     async def run_stateless(source: HttpSource, append: Append) -> Response:

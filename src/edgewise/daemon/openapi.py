@@ -44,9 +44,12 @@ INGEST_ERRORS = {
     "507": _error("the disk holding the queue is full; nothing was written", True),
 }
 
-ACCEPTED = _json("durably queued (after the commit); the ids the events got", {
+ACCEPTED = _json("durably queued (after the commit); the ids the events got. Events whose chosen ids (a webhook "
+                 "delivery, a mesh peer's) the source accepted within its redelivery window are listed under "
+                 "`duplicates` and not queued again", {
     "type": "object", "required": ["accepted", "ids"], "properties": {
-        "accepted": {"type": "integer", "minimum": 1}, "ids": {"type": "array", "items": {"type": "string"}}}})
+        "accepted": {"type": "integer", "minimum": 0}, "ids": {"type": "array", "items": {"type": "string"}},
+        "duplicates": {"type": "array", "items": {"type": "string"}}}})
 
 STATELESS_OK = _json("stateless mode: the pipelines ran; their results by pipeline id", {
     "type": "object", "required": ["results"], "properties": {"results": {"type": "object"}}})

@@ -9,6 +9,9 @@ Layout (``<data dir>/queue.db``):
   took it and did not finish.
 - ``dead``: dead letters, one row per event, with the error and where it happened (``step:<id>``,
   ``sink:<id>``, ``worker``). ``edgewise replay-dead-letters`` moves them back into ``entries``.
+- ``seen``: the ids a source chose (a webhook's delivery id, a mesh peer's event ids) that it accepted within its
+  ``redelivery_window``: the same id again is acknowledged as a duplicate and not queued (``writer.py``). Kept in
+  the commit that queues the event, so it survives a crash exactly as the event does.
 - ``meta``: the next event number (event ids are ``<source id>:<number>`` unless the request brought its own)
   and the number of queued events (kept in the same transactions as the rows, so it is always exact).
 
@@ -30,7 +33,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import orjson
 
@@ -68,6 +71,10 @@ CREATE TABLE IF NOT EXISTS dead (
     error TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- event ids a source chose (webhook deliveries, mesh envelopes) accepted within its redelivery window: a
+-- redelivery is acknowledged and not queued again (writer.py); rows go once their window has passed
+CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, until_us INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS seen_until ON seen (until_us);
 INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0);
 -- the counters follow the rows inside SQLite, in the same statement: an append is then one statement (one
 -- round trip between Python and SQLite, which matters because each one hands the GIL to the event loop).
@@ -106,6 +113,16 @@ class Append:
     meta: dict[str, Any] | None = None
     ids: list[str] | None = None
     ingest_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+    redelivery_us: int = 0
+    """How long the source's chosen ``ids`` count as seen: an id seen within it is a duplicate (0: not checked)."""
+
+
+class Appended(NamedTuple):
+    """What an append became: the number of its first event (ids ``<source>:<first + i>`` unless it chose its own)
+    and the chosen ids that were duplicates (already accepted within the redelivery window; not queued again)."""
+
+    first: int
+    duplicates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

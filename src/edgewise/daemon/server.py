@@ -41,7 +41,7 @@ from edgewise.daemon.live import LiveHub
 from edgewise.daemon.log import Log
 from edgewise.daemon.metrics import DaemonMetrics
 from edgewise.daemon.pool import WorkerPool
-from edgewise.daemon.queue import Append, FsyncPolicy, QueueReader, QueueStats, queue_path
+from edgewise.daemon.queue import Append, Appended, FsyncPolicy, QueueReader, QueueStats, queue_path
 from edgewise.daemon.worker import WorkerOptions
 from edgewise.daemon.writer import QueueWriter
 from edgewise.errors import ConfigError, EdgewiseError
@@ -154,13 +154,13 @@ class Daemon:
             return QueueStats(0, 0, 0, 0, 0, 0)
         return self.reader.stats()
 
-    def submit(self, append: Append) -> Future[int]:
+    def submit(self, append: Append) -> Future[Appended]:
         """``Ingest.submit``, for the broker sources (on threads of their own)."""
         assert self.writer is not None
         self._count_in(append)
         return self.writer.submit(append)
 
-    def submit_async(self, append: Append) -> asyncio.Future[int]:
+    def submit_async(self, append: Append) -> asyncio.Future[Appended]:
         """Queue from a coroutine on the daemon's loop (the HTTP handlers)."""
         assert self.writer is not None
         self._count_in(append)

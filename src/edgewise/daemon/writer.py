@@ -4,6 +4,11 @@ Everything waiting when a commit starts goes into that commit, as one multi-row 
 statement, one round trip into SQLite (each round trip hands the GIL to the event loop and back), one fsync for
 all of them. The counters follow by trigger. Replies wait for their own commit; futures of one commit are resolved
 with one wake-up of the event loop.
+
+Ids a source chose (webhook deliveries, mesh envelopes) are checked against the ``seen`` table in the same thread,
+so two requests with one id cannot both get in: an append whose ids were all seen within its redelivery window is
+acknowledged with those ids and queues nothing; an envelope with some seen ids queues the others. The ids it
+queues are recorded in the commit that queues it.
 """
 
 from __future__ import annotations
@@ -13,14 +18,17 @@ import contextlib
 import queue as stdqueue
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import replace
 
 import orjson
 
 from edgewise.daemon.queue import (
     SCHEMA,
     Append,
+    Appended,
     FsyncPolicy,
     QueueError,
     QueueFull,
@@ -33,6 +41,7 @@ from edgewise.state.sqlite import retry_locked
 
 _INSERT = "INSERT INTO entries (source, kind, body, meta, first, count, ids, ingest_us) VALUES"
 _ROW = "(?, ?, ?, ?, ?, ?, ?, ?)"
+_PURGE_EVERY_S = 60.0
 
 
 class QueueWriter:
@@ -52,19 +61,20 @@ class QueueWriter:
         self.max_group = 1 if fsync == "always" else max_group
         self.next_event = meta_value(self.conn, "next_event")
         self.commits = 0
+        self._purged = 0.0
         self._pending: stdqueue.SimpleQueue[tuple[Append, Waiter] | None] = stdqueue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="edgewise-queue-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, append: Append) -> Future[int]:
-        future: Future[int] = Future()
+    def submit(self, append: Append) -> Future[Appended]:
+        future: Future[Appended] = Future()
         self._pending.put((append, future))
         return future
 
-    def submit_async(self, append: Append) -> asyncio.Future[int]:
+    def submit_async(self, append: Append) -> asyncio.Future[Appended]:
         """Like ``submit``, for a coroutine on the running loop: the futures of one commit are resolved with one
         wake-up of the loop, not one per request."""
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Appended] = asyncio.get_running_loop().create_future()
         self._pending.put((append, future))
         return future
 
@@ -85,18 +95,33 @@ class QueueWriter:
                 except stdqueue.Empty:
                     break
                 if more is None:
-                    self._commit(group)
+                    self._commit_or_fail(group)
                     return
                 group.append(more)
+            self._commit_or_fail(group)
+
+    def _commit_or_fail(self, group: list[tuple[Append, Waiter]]) -> None:
+        """Commit, and whatever goes wrong, answer every waiter: this thread must outlive any one bad commit."""
+        try:
             self._commit(group)
+        except Exception as exc:  # noqa: BLE001  # unexpected: the requests get an error, the writer lives on
+            _settle(group, [QueueError(f"the queue could not write: {type(exc).__name__}: {exc}")] * len(group))
 
     def _commit(self, group: list[tuple[Append, Waiter]]) -> None:
-        firsts: list[int] = []
+        outcomes: list[Appended] = []
         number = self.next_event
         rows = []
         dead = []
-        for append, _ in group:
-            firsts.append(number)
+        now_us = time.time_ns() // 1000
+        try:
+            appends, duplicates, seen_rows = self._redeliveries([a for a, _ in group], now_us)
+        except sqlite3.Error as exc:
+            _settle(group, [QueueError(f"the queue could not be read: {exc}")] * len(group))
+            return
+        for append, dup in zip(appends, duplicates, strict=True):
+            outcomes.append(Appended(number, dup))
+            if append is None:  # every id it chose was accepted before: acknowledged, nothing queued
+                continue
             if append.kind == "dead":  # a message that could not be decoded: kept as a dead letter
                 meta = append.meta or {}
                 payload = {"topic": meta.get("topic"), "body": append.body.decode("utf-8", "replace")}
@@ -110,12 +135,16 @@ class QueueWriter:
             if append.ids is None:
                 number += append.count
         try:
-            if dead:  # the rare path: undecodable broker messages go to the dead letters in the same commit
+            if dead or seen_rows:  # the rarer paths: dead letters, chosen ids; in one transaction with the rows
                 with transaction(self.conn) as c:
                     if rows:
                         c.executemany(f"{_INSERT} {_ROW}", rows)
                     c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, "
                                   "error) VALUES (?, ?, ?, ?, ?, ?, ?)", dead)
+                    c.executemany("INSERT OR REPLACE INTO seen (id, until_us) VALUES (?, ?)", seen_rows)
+                    if now_us / 1e6 - self._purged > _PURGE_EVERY_S:
+                        c.execute("DELETE FROM seen WHERE until_us < ?", (now_us,))
+                        self._purged = now_us / 1e6
             elif rows:
                 # one multi-row INSERT in autocommit mode: one atomic transaction, one call into SQLite
                 sql = f"{_INSERT} {', '.join([_ROW] * len(rows))}"
@@ -128,14 +157,58 @@ class QueueWriter:
             return
         self.next_event = number
         self.commits += 1
-        _settle(group, firsts)
+        _settle(group, outcomes)
+
+    def _redeliveries(self, appends: list[Append], now_us: int) -> tuple[
+            list[Append | None], list[tuple[str, ...]], list[tuple[str, int]]]:
+        """Each append without the ids it chose that were already accepted (None when that is all of them), those
+        duplicates, and the (id, until) rows to record for the ids it queues."""
+        checked = [i for a in appends if a.ids and a.redelivery_us for i in a.ids]
+        if not checked:
+            return list(appends), [()] * len(appends), []
+        seen: set[str] = set()
+        for start in range(0, len(checked), 500):
+            chunk = checked[start:start + 500]
+            seen.update(row[0] for row in self.conn.execute(
+                f"SELECT id FROM seen WHERE until_us >= ? AND id IN ({', '.join('?' * len(chunk))})",  # noqa: S608  # placeholders only
+                [now_us, *chunk]))
+        kept: list[Append | None] = []
+        duplicates: list[tuple[str, ...]] = []
+        rows: list[tuple[str, int]] = []
+        for append in appends:
+            if not append.ids or not append.redelivery_us:
+                kept.append(append)
+                duplicates.append(())
+                continue
+            dup = tuple(i for i in append.ids if i in seen)
+            fresh = [i for i in append.ids if i not in seen]
+            seen.update(append.ids)  # the same id twice in one commit: the second is the duplicate
+            duplicates.append(dup)
+            rows.extend((i, now_us + append.redelivery_us) for i in fresh)
+            if not fresh:
+                kept.append(None)
+            elif dup:
+                kept.append(_without(append, set(dup)))
+            else:
+                kept.append(append)
+        return kept, duplicates, rows
 
 
-Waiter = Future[int] | asyncio.Future[int]
+Waiter = Future[Appended] | asyncio.Future[Appended]
 
 
-def _settle(group: Sequence[tuple[Append, Waiter]], outcomes: Sequence[int | QueueError]) -> None:
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int | QueueError]]] = {}
+def _without(append: Append, ids: set[str]) -> Append:
+    """An append of several events with chosen ids (a mesh peer's envelope, kept as a JSON array of payloads beside
+    its ids) without the events of ``ids``: the peer resent some of them."""
+    assert append.ids is not None and append.kind == "json", "only an envelope chooses more than one id"
+    payloads = orjson.loads(append.body)
+    payloads = payloads if isinstance(payloads, list) else [payloads]
+    kept = [(i, p) for i, p in zip(append.ids, payloads, strict=True) if i not in ids]
+    return replace(append, body=orjson.dumps([p for _, p in kept]), count=len(kept), ids=[i for i, _ in kept])
+
+
+def _settle(group: Sequence[tuple[Append, Waiter]], outcomes: Sequence[Appended | QueueError]) -> None:
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Appended], Appended | QueueError]]] = {}
     for (_, waiter), outcome in zip(group, outcomes, strict=True):
         if isinstance(waiter, asyncio.Future):
             by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
@@ -148,7 +221,7 @@ def _settle(group: Sequence[tuple[Append, Waiter]], outcomes: Sequence[int | Que
             loop.call_soon_threadsafe(_resolve, items)
 
 
-def _resolve(items: list[tuple[asyncio.Future[int], int | QueueError]]) -> None:
+def _resolve(items: list[tuple[asyncio.Future[Appended], Appended | QueueError]]) -> None:
     for future, outcome in items:
         if future.done():  # cancelled: the client went away; the events are queued all the same
             continue

@@ -23,7 +23,7 @@ from edgewise.events import Batch
 if TYPE_CHECKING:
     from edgewise.clock import Clock
     from edgewise.config import BuildContext
-    from edgewise.daemon.queue import Append
+    from edgewise.daemon.queue import Append, Appended
 
 
 def new_run_id() -> str:
@@ -58,7 +58,7 @@ class Source(ABC):
 class Ingest(Protocol):
     """Where a daemon source puts what it receives: the durable queue (``edgewise serve``)."""
 
-    def submit(self, append: Append) -> Future[int]:
+    def submit(self, append: Append) -> Future[Appended]:
         """Queue one message; the future resolves after the commit (then acknowledge it to the broker)."""
 
     def wait_for_room(self) -> None:

@@ -23,6 +23,7 @@ from pydantic import Field, model_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
+from edgewise.durations import Duration
 from edgewise.errors import ConfigError
 from edgewise.sources.base import DaemonSource, Ingest
 
@@ -41,6 +42,10 @@ class HttpSourceConfig(SourceConfig):
     event_header: str = Field("X-GitHub-Event", description="webhooks: the header naming the event type")
     delivery_header: str = Field("X-GitHub-Delivery", description="webhooks: the header with the delivery id; "
                                  "it becomes the event id, so a redelivery keeps its id")
+    redelivery_window: Duration = Field(
+        3 * 24 * 3600 * 1_000_000, description="an event id this source chose (a webhook's delivery id, a mesh "
+        "peer's ids) that it accepted within this window is a duplicate: acknowledged, not queued again (default "
+        "3d, GitHub redelivers for 3 days; 0: not checked)")
     max_body: int = Field(16 * 1024 * 1024, ge=1024, description="largest accepted body in bytes (413 above)")
     max_events: int = Field(100_000, ge=1, description="most events in one request (413 above)")
     anonymous: bool | None = Field(None, description="take `POST /v1/events` requests that name no source. "
