@@ -31,6 +31,7 @@ from edgewise.daemon.bodies import BodyError, check_webhook_body, decode_body, m
 from edgewise.daemon.live_api import live_routes
 from edgewise.daemon.openapi import openapi_document
 from edgewise.daemon.queue import Append, QueueFull
+from edgewise.daemon.ratelimit import retry_after
 from edgewise.daemon.replies import BodyRefused, problem, read_body, reply
 from edgewise.daemon.ui import DASHBOARD_HTML
 from edgewise.events import Batch
@@ -110,7 +111,14 @@ def build_app(daemon: Daemon) -> ASGIApp:
             source.authorize(headers.get("authorization"))
         except AuthError as exc:
             return problem(exc.status, exc.message)
-        return problem(*refused) if refused is not None else None
+        if refused is not None:
+            return problem(*refused)
+        wait = source.limiter.take() if source.limiter is not None else 0.0
+        if wait:  # after authentication: unauthenticated floods cannot use up a source's budget
+            limit = source.config.rate_limit
+            return reply(429, {"error": f"source {source.id} takes {limit:g} requests a second; slow down"},
+                         {"Retry-After": retry_after(wait)})
+        return None
 
     async def finish(source: HttpSource, append: Append, started: float) -> Response:
         if daemon.stateless is not None:

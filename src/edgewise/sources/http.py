@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import os
 from collections.abc import Mapping
 from typing import ClassVar, Literal
@@ -23,6 +24,7 @@ from pydantic import Field, model_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
+from edgewise.daemon.ratelimit import TokenBucket
 from edgewise.durations import Duration
 from edgewise.errors import ConfigError
 from edgewise.sources.base import DaemonSource, Ingest
@@ -42,6 +44,10 @@ class HttpSourceConfig(SourceConfig):
     event_header: str = Field("X-GitHub-Event", description="webhooks: the header naming the event type")
     delivery_header: str = Field("X-GitHub-Delivery", description="webhooks: the header with the delivery id; "
                                  "it becomes the event id, so a redelivery keeps its id")
+    rate_limit: float | None = Field(None, gt=0, description="requests per second this source takes on average "
+                                     "(a token bucket of `burst`); more get 429 with Retry-After. Default: no limit")
+    burst: int | None = Field(None, ge=1, description="with rate_limit: requests it takes at once (default: "
+                              "rate_limit rounded up)")
     redelivery_window: Duration = Field(
         3 * 24 * 3600 * 1_000_000, description="an event id this source chose (a webhook's delivery id, a mesh "
         "peer's ids) that it accepted within this window is a duplicate: acknowledged, not queued again (default "
@@ -113,6 +119,9 @@ class HttpSource(DaemonSource):
                 raise ConfigError(f"source {self.id}: the environment variable {config.secret_env} (secret_env) "
                                   "is not set")
         self.secret = secret.encode() if secret else None
+        self.limiter = (TokenBucket(config.rate_limit, config.burst or math.ceil(config.rate_limit))
+                        if config.rate_limit else None)
+        """This source's request rate limit (``daemon/ratelimit.py``), or None."""
 
     def start(self, ingest: Ingest) -> None:
         """Nothing to connect: the daemon's HTTP server delivers this source's requests."""
