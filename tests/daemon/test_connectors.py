@@ -251,3 +251,50 @@ sinks: [{{id: hub, type: edgewise, url: "{hub.url}", source: edges, token_env: E
     records = read_spool(tmp_path / "hub-out")
     assert sorted(r["id"] for r in records) == sorted(ids)
     assert all(r["payload"]["edge"] is True for r in records)
+
+
+def test_a_mesh_keeps_what_the_origin_knew_and_a_window_there_agrees(start_daemon, tmp_path, monkeypatch):
+    """Events forwarded by an edge keep their event time (here the edge's ingest time: no event_time expression),
+    ingest time and source at the hub, so the hub's window gives exactly the edge's results."""
+    monkeypatch.setenv("EW_MESH_TOKEN", "edge-to-hub")
+    window = "window: {id: per2s, key: [k], tumbling: 2s, aggs: {n: count()}}"
+    hub = start_daemon(f"""
+version: 1
+sources: [{{id: edges, type: http, mesh: true, token_env: EW_MESH_TOKEN, idle_timeout: 1s}}]
+pipelines:
+  - {{id: copy, to: [copies]}}
+  - {{id: w, steps: [{{{window}}}], to: [windows]}}
+sinks:
+  - {{id: copies, type: file, path: {tmp_path / 'hub-copies'}, envelope: true, max_age: 100ms}}
+  - {{id: windows, type: file, path: {tmp_path / 'hub-windows'}, max_age: 100ms}}
+""", data_dir=tmp_path / "hub")
+    edge = start_daemon(f"""
+version: 1
+sources: [{{id: devices, type: http, anonymous: true, idle_timeout: 1s}}]
+pipelines:
+  - {{id: forward, to: [hub, copies]}}
+  - {{id: w, steps: [{{{window}}}], to: [windows]}}
+sinks:
+  - {{id: hub, type: edgewise, url: "{hub.url}", source: edges, token_env: EW_MESH_TOKEN}}
+  - {{id: copies, type: file, path: {tmp_path / 'edge-copies'}, envelope: true, max_age: 100ms}}
+  - {{id: windows, type: file, path: {tmp_path / 'edge-windows'}, max_age: 100ms}}
+""", data_dir=tmp_path / "edge")
+    for n in range(3):  # three requests, about 1.2 s apart: their ingest times fall into different windows
+        assert edge.post("/v1/events", json.dumps([{"k": "a", "n": n}, {"k": "b", "n": n}])).status_code == 202
+        time.sleep(1.2)
+    edge.wait_processed(6)
+    hub.wait_processed(6)
+    counted = lambda side: sum(r["n"] for r in read_spool(tmp_path / f"{side}-windows"))  # noqa: E731
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not counted("edge") == counted("hub") == 6:
+        time.sleep(0.2)  # the idle timeout closes the last windows on both
+    at_edge = {r["id"]: r for r in read_spool(tmp_path / "edge-copies")}
+    at_hub = {r["id"]: r for r in read_spool(tmp_path / "hub-copies")}
+    assert at_hub.keys() == at_edge.keys() and len(at_hub) == 6
+    for i, r in at_hub.items():
+        assert (r["event_time"], r["source"], r["payload"]) == (at_edge[i]["event_time"], "devices",
+                                                                at_edge[i]["payload"])
+    key = lambda r: (r["window_start"], r["k"])  # noqa: E731
+    edge_windows = sorted(read_spool(tmp_path / "edge-windows"), key=key)
+    assert edge_windows and sorted(read_spool(tmp_path / "hub-windows"), key=key) == edge_windows
+    assert sum(r["n"] for r in edge_windows) == 6

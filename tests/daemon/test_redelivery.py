@@ -135,3 +135,41 @@ def test_the_writer_checks_ids_in_one_commit_and_forgets_them_after_the_window(t
             .duplicates == ()
     finally:
         writer.close()
+
+
+def test_a_partly_resent_envelope_keeps_each_events_own_time(tmp_path: Path) -> None:
+    from edgewise.daemon.bodies import ENVELOPE_TYPE, parse_events
+    from edgewise.daemon.worker import entry_batch
+
+    def envelope(*ids: str) -> Append:
+        body = orjson.dumps({"events": [{"id": i, "event_time": int(i[2:]) * 1000, "payload": {"n": i}} for i in ids],
+                             "source": "devices", "ingest_time": 77})
+        parsed = parse_events(body, ENVELOPE_TYPE, max_events=100)
+        return Append("peer", parsed.kind, parsed.body, parsed.count, meta=parsed.meta, ids=parsed.ids,
+                      redelivery_us=60_000_000)
+
+    writer = QueueWriter(str(tmp_path / "queue.db"))
+    try:
+        writer.submit(envelope("o:1", "o:2")).result(10)
+        assert writer.submit(envelope("o:1", "o:3", "o:2", "o:4")).result(10).duplicates == ("o:1", "o:2")
+    finally:
+        writer.close()
+    reader = QueueReader(str(tmp_path / "queue.db"))
+    batches = [entry_batch(e) for e in reader.lease(0, 100)]
+    assert [(b.ids(), b.event_times, [p["n"] for p in b.payloads], b.source, b.ingest_time_us) for b in batches] == [
+        (["o:1", "o:2"], [1000, 2000], ["o:1", "o:2"], "devices", 77),
+        (["o:3", "o:4"], [3000, 4000], ["o:3", "o:4"], "devices", 77)]
+
+
+def test_an_envelope_with_a_bad_time_is_refused_whole() -> None:
+    import pytest
+
+    from edgewise.daemon.bodies import ENVELOPE_TYPE, BodyError, parse_events
+
+    body = orjson.dumps({"events": [{"id": "a", "event_time": 1, "payload": {}},
+                                    {"id": "b", "event_time": "yesterday", "payload": {}}], "ingest_time": -5})
+    with pytest.raises(BodyError) as refused:
+        parse_events(body, ENVELOPE_TYPE, max_events=100)
+    assert refused.value.status == 400
+    assert refused.value.problems == ["events[1].event_time: expected an integer of microseconds since the epoch",
+                                      "ingest_time: expected an integer of microseconds since the epoch"]

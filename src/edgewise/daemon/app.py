@@ -90,7 +90,7 @@ class EventsEndpoint:
                 source.check_chosen_ids()
             except AuthError as exc:
                 return problem(exc.status, exc.message)
-        append = Append(source.id, parsed.kind, parsed.body, parsed.count, ids=parsed.ids)
+        append = Append(source.id, parsed.kind, parsed.body, parsed.count, meta=parsed.meta, ids=parsed.ids)
         return await self.finish(source, append, started)
 
 

@@ -3,9 +3,11 @@ and how a worker turns a queued body back into events.
 
 Accepted: one JSON object, a JSON array of objects, NDJSON (one object per line; blank lines are ignored), and
 the envelope other edgewise daemons and ``replay-dead-letters`` send, ``{"events": [{"id": …, "payload": {…}}]}``,
-whose events keep their ids. A request is all-or-nothing: if any event is bad nothing is queued and the reply
-names each bad line (or array index). Numbers beyond the range of a double, nesting deeper than 1,024 levels and
-invalid UTF-8 are errors; integers beyond 64 bits become doubles (as Spark reads them).
+whose events keep their ids; a mesh peer adds what its daemon knew of them, ``"event_time"`` per event and
+``"source"`` and ``"ingest_time"`` for the request (microseconds), which the receiving daemon uses in place of its
+own (``origin`` in the queue entry's meta). A request is all-or-nothing: if any event is bad nothing is queued and
+the reply names each bad line (or array index). Numbers beyond the range of a double, nesting deeper than 1,024
+levels and invalid UTF-8 are errors; integers beyond 64 bits become doubles (as Spark reads them).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ class Parsed:
     body: bytes
     count: int
     ids: list[str] | None = None
+    meta: dict[str, Any] | None = None
+    """What a mesh peer knew of the events (``origin``): their source, ingest time and event times."""
 
 
 def media_type(content_type: str | None) -> str | None:
@@ -140,9 +144,28 @@ def _parse_envelope(body: bytes, max_events: int) -> Parsed:
         if not (isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"] and isinstance(e.get("payload"),
                                                                                                   dict)):
             problems.append(f"events[{i}]: expected {{\"id\": a non-empty string, \"payload\": an object}}")
+        elif "event_time" in e and not _microseconds(e["event_time"]):
+            problems.append(f"events[{i}].event_time: expected an integer of microseconds since the epoch")
+    origin: dict[str, Any] = {}
+    if "source" in value:
+        if not (isinstance(value["source"], str) and value["source"]):
+            problems.append("source: expected the origin's source id (a non-empty string)")
+        origin["source"] = value["source"]
+    if "ingest_time" in value:
+        if not _microseconds(value["ingest_time"]):
+            problems.append("ingest_time: expected an integer of microseconds since the epoch")
+        origin["ingest_time"] = value["ingest_time"]
     if problems:
-        raise BodyError(400, f"{len(problems)} of {len(events)} events are malformed", problems[:MAX_REPORTED])
-    return Parsed("json", orjson.dumps([e["payload"] for e in events]), len(events), [e["id"] for e in events])
+        raise BodyError(400, f"{len(problems)} problems in an envelope of {len(events)} events",
+                        problems[:MAX_REPORTED])
+    if any("event_time" in e for e in events):
+        origin["event_times"] = [e.get("event_time") for e in events]
+    return Parsed("json", orjson.dumps([e["payload"] for e in events]), len(events), [e["id"] for e in events],
+                  {"origin": origin} if origin else None)
+
+
+def _microseconds(value: Any) -> bool:
+    return value.__class__ is int and 0 <= value < 2 ** 63
 
 
 def parse_webhook_body(body: bytes, content_type: str | None) -> object:

@@ -73,7 +73,12 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
                 "type": "array", "minItems": 1, "items": {
                     "type": "object", "required": ["id", "payload"], "properties": {
                         "id": {"type": "string", "minLength": 1},
-                        "payload": {"$ref": "#/components/schemas/Event"}}}}}}},
+                        "event_time": {"type": "integer", "minimum": 0, "maximum": 2 ** 63 - 1,
+                                       "description": "the origin's event time, microseconds"},
+                        "payload": {"$ref": "#/components/schemas/Event"}}}},
+                "source": {"type": "string", "minLength": 1, "description": "a mesh peer: the origin's source"},
+                "ingest_time": {"type": "integer", "minimum": 0, "maximum": 2 ** 63 - 1,
+                                "description": "a mesh peer: when the origin took the events, microseconds"}}}},
     }}
     channel_param = {"name": "channel", "in": "path", "required": True,
                      "schema": {"type": "string", "pattern": CHANNEL_PATTERN}}

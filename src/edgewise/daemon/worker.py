@@ -81,9 +81,14 @@ def idle_timeouts(plan: Plan) -> dict[str, int | None]:
 
 
 def entry_batch(entry: Entry) -> Batch:
+    """A queue entry's events. From a mesh peer they keep what the origin knew (``bodies.py``): its source, its
+    ingest time and each event's time, so a window here gives what it gave there."""
     payloads = decode_body(entry.kind, entry.body, entry.meta)
-    return Batch(payloads, source=entry.source, ingest_time_us=entry.ingest_us,
-                 event_times=[entry.ingest_us] * len(payloads), ids=entry.event_ids())
+    origin = (entry.meta or {}).get("origin") or {}
+    ingest_us = origin.get("ingest_time", entry.ingest_us)
+    times = origin.get("event_times") or [None] * len(payloads)
+    return Batch(payloads, source=origin.get("source", entry.source), ingest_time_us=ingest_us,
+                 event_times=[ingest_us if t is None else t for t in times], ids=entry.event_ids())
 
 
 class Worker:

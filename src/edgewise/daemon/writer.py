@@ -203,8 +203,13 @@ def _without(append: Append, ids: set[str]) -> Append:
     assert append.ids is not None and append.kind == "json", "only an envelope chooses more than one id"
     payloads = orjson.loads(append.body)
     payloads = payloads if isinstance(payloads, list) else [payloads]
-    kept = [(i, p) for i, p in zip(append.ids, payloads, strict=True) if i not in ids]
-    return replace(append, body=orjson.dumps([p for _, p in kept]), count=len(kept), ids=[i for i, _ in kept])
+    keep = [k for k, i in enumerate(append.ids) if i not in ids]
+    meta = append.meta
+    origin = (meta or {}).get("origin") or {}
+    if "event_times" in origin:  # what the peer knew of each event goes with it (bodies.py)
+        meta = {**(meta or {}), "origin": {**origin, "event_times": [origin["event_times"][k] for k in keep]}}
+    return replace(append, body=orjson.dumps([payloads[k] for k in keep]), count=len(keep),
+                   ids=[append.ids[k] for k in keep], meta=meta)
 
 
 def _settle(group: Sequence[tuple[Append, Waiter]], outcomes: Sequence[Appended | QueueError]) -> None:

@@ -1,5 +1,6 @@
 """``edgewise``: send results to another edgewise daemon (a mesh): ``POST <url>/v1/events`` with the envelope
-body, so the receiving daemon keeps each event's id and a retried batch is deduplicated by idempotent sinks there.
+body, so the receiving daemon keeps each event's id, event time, ingest time and source, and a retried batch is
+recognised there (its redelivery window) and by idempotent sinks.
 
 The receiver answers 202 only after it queued the batch durably; 429 (its queue is full), 503 (it is starting or
 stopping) and 507 (its disk is full) are retried with backoff, then the batch is dead-lettered here.
@@ -39,5 +40,9 @@ class EdgewiseSink(HttpSink):
         self.url = f"{config.url.rstrip('/')}/v1/events" + (f"?source={config.source}" if config.source else "")
 
     def body(self, batch: Batch) -> tuple[bytes, str]:
-        events = [{"id": i, "payload": p} for i, p in zip(batch.ids(), batch.payloads, strict=True)]
-        return orjson.dumps({"events": events}, default=str), ENVELOPE_TYPE
+        """The envelope, with what this daemon knows of the events: their ids and times, the batch's source and
+        ingest time (the receiving daemon uses them, ``daemon/bodies.py``)."""
+        events = [{"id": i, "event_time": t, "payload": p}
+                  for i, t, p in zip(batch.ids(), batch.event_times, batch.payloads, strict=True)]
+        return orjson.dumps({"events": events, "source": batch.source, "ingest_time": batch.ingest_time_us},
+                            default=str), ENVELOPE_TYPE
