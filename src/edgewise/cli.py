@@ -206,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
     serve.add_argument("--stateless", action="store_true",
                        help="no queue: reply after the pipelines ran, with their results")
+    serve.add_argument("--tls-cert", metavar="FILE", help="serve HTTPS with this certificate (PEM; with --tls-key)")
+    serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
+    serve.add_argument("--tls-client-ca", metavar="FILE",
+                       help="mutual TLS: accept only clients with a certificate this CA signed (mesh peers)")
     serve.add_argument("--concurrency", type=int, default=64,
                        help="--stateless: requests processed or waiting at once before 429 (default 64)")
     serve.set_defaults(handler=cmd_serve)
@@ -322,7 +326,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=max(1, args.workers), high_water=args.high_water, low_water=args.low_water,
         max_queue_bytes=args.max_queue_bytes, min_free=args.min_free, commit_interval=args.commit_interval,
         max_batch=max(1, args.max_batch), trace=args.trace, log_format=args.log_format, stateless=args.stateless,
-        concurrency=args.concurrency)
+        concurrency=args.concurrency, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca)
     return Daemon(options).run()
 
 

@@ -26,6 +26,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -71,6 +72,20 @@ class DaemonOptions:
     log_format: str = "text"
     stateless: bool = False
     concurrency: int = 64
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    """With a client CA, every client must present a certificate it signed (mutual TLS, e.g. mesh peers)."""
+
+    def __post_init__(self) -> None:
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ConfigError("--tls-cert and --tls-key go together: the certificate and its private key")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ConfigError("--tls-client-ca checks clients' certificates over TLS: give --tls-cert and --tls-key")
+        for flag, path in (("--tls-cert", self.tls_cert), ("--tls-key", self.tls_key),
+                           ("--tls-client-ca", self.tls_client_ca)):
+            if path and not os.path.isfile(path):
+                raise ConfigError(f"{flag} {path}: no such file")
 
 
 @dataclass(frozen=True)
@@ -244,15 +259,21 @@ class Daemon:
                                 "is another daemon running there? (--port chooses another)") from None
         sock.listen(2048)
         self.port = sock.getsockname()[1]
+        tls: dict[str, Any] = {}
+        if self.options.tls_cert:
+            tls = {"ssl_certfile": self.options.tls_cert, "ssl_keyfile": self.options.tls_key}
+            if self.options.tls_client_ca:
+                tls |= {"ssl_ca_certs": self.options.tls_client_ca, "ssl_cert_reqs": ssl.CERT_REQUIRED}
         config = uvicorn.Config(build_app(self), log_level="warning", lifespan="off", access_log=False,
-                                timeout_graceful_shutdown=5)
+                                timeout_graceful_shutdown=5, **tls)
         server = _Server(config)
         serving = loop.create_task(server.serve(sockets=[sock]))
         while not server.started and not serving.done():
             await asyncio.sleep(0.01)
         if serving.done():
             serving.result()
-        self.log("listening", url=f"http://{self.options.host}:{self.port}", data_dir=self.data_dir,
+        scheme = "https" if self.options.tls_cert else "http"
+        self.log("listening", url=f"{scheme}://{self.options.host}:{self.port}", data_dir=self.data_dir,
                  mode="stateless" if self.options.stateless else "persistent", pid=os.getpid())
         refresher = loop.create_task(self._refresh_loop())
         # everything loaded so far (plan, parsers, libraries) lives as long as the daemon: keep it out of the

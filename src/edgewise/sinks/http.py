@@ -8,10 +8,11 @@ duplicates. 5xx, 408, 429 and connection errors are retried; other 4xx are not (
 from __future__ import annotations
 
 import hashlib
+import ssl
 from typing import ClassVar, Literal
 
 import httpx
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
@@ -30,6 +31,16 @@ class HttpClientConfig(SinkConfig):
     headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
     batch_size: int = Field(500, ge=1, le=100_000, description="events per request")
     timeout: Duration = Field(10_000_000, description="request timeout")
+    ca_file: str | None = Field(None, description="HTTPS: trust the server's certificate only if this CA (PEM) "
+                                "signed it, instead of the system's CAs (a mesh hub with its own CA)")
+    client_cert: str | None = Field(None, description="HTTPS: this client certificate (PEM) for mutual TLS")
+    client_key: str | None = Field(None, description="the client certificate's private key (PEM)")
+
+    @model_validator(mode="after")
+    def _client_pair(self) -> HttpClientConfig:
+        if bool(self.client_cert) != bool(self.client_key):
+            raise ValueError("client_cert and client_key go together: the certificate and its private key")
+        return self
 
 
 class HttpSinkConfig(HttpClientConfig):
@@ -46,12 +57,14 @@ class HttpSink(Sink):
 
     def __init__(self, config: HttpClientConfig, ctx: BuildContext) -> None:
         super().__init__(config, ctx)
+        self._tls_files = [ctx.path(f) if f else None for f in (config.ca_file, config.client_cert, config.client_key)]
         self._client: httpx.Client | None = None
         self.url = config.url
         self.method = getattr(config, "method", "POST")
 
     def open(self, ctx: SinkContext) -> None:
-        self._client = httpx.Client(timeout=self.config.timeout / 1_000_000, headers=self.config.headers)
+        self._client = httpx.Client(timeout=self.config.timeout / 1_000_000, headers=self.config.headers,
+                                    verify=tls_context(*self._tls_files))
 
     def write(self, batch: Batch) -> None:
         size = self.config.batch_size
@@ -94,3 +107,17 @@ def send(client: httpx.Client, method: str, url: str, body: bytes, content_type:
     if status >= 500 or status in (408, 429):  # 503/507/429 from an edgewise daemon: it pushes back
         raise RetryableSinkError(f"{url} answered {status}: {text}")
     raise SinkError(f"{url} answered {status} (not retried): {text}")
+
+
+def tls_context(ca_file: str | None, client_cert: str | None, client_key: str | None) -> ssl.SSLContext | bool:
+    """How a client checks the server (the system's CAs, or ``ca_file``'s) and proves itself (a client
+    certificate, for mutual TLS); ``True`` (httpx's default) when nothing is configured."""
+    if not (ca_file or client_cert):
+        return True
+    try:
+        context = ssl.create_default_context(cafile=ca_file)
+        if client_cert:
+            context.load_cert_chain(client_cert, client_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise SinkError(f"TLS files ({ca_file or ''} {client_cert or ''}): {exc}") from None
+    return context
