@@ -210,6 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
     serve.add_argument("--tls-client-ca", metavar="FILE",
                        help="mutual TLS: accept only clients with a certificate this CA signed (mesh peers)")
+    serve.add_argument("--read-token-env", metavar="VAR",
+                       help="environment variable with the read token(s) (comma-separated) of protected endpoints")
+    serve.add_argument("--protect", metavar="GROUPS", type=_groups,
+                       help="endpoint groups that need a read token: state, queue, metrics, ui, live (comma-"
+                       "separated) or none (default: state,queue when any http source requires credentials)")
     serve.add_argument("--concurrency", type=int, default=64,
                        help="--stateless: requests processed or waiting at once before 429 (default 64)")
     serve.set_defaults(handler=cmd_serve)
@@ -289,6 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _groups(text: str) -> frozenset[str]:
+    from edgewise.daemon.readauth import parse_groups
+
+    try:
+        return parse_groups(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from edgewise.config import BuildContext, load
     from edgewise.engine.idle import unused_idle_timeouts
@@ -326,7 +340,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         workers=max(1, args.workers), high_water=args.high_water, low_water=args.low_water,
         max_queue_bytes=args.max_queue_bytes, min_free=args.min_free, commit_interval=args.commit_interval,
         max_batch=max(1, args.max_batch), trace=args.trace, log_format=args.log_format, stateless=args.stateless,
-        concurrency=args.concurrency, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca)
+        concurrency=args.concurrency, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+        read_token_env=args.read_token_env, protect=args.protect)
     return Daemon(options).run()
 
 

@@ -36,6 +36,9 @@ class InProcessDaemon:
     """A daemon on a thread of the test process; its workers are real processes."""
 
     def __init__(self, pipeline: Path, data_dir: Path, **options: Any) -> None:
+        # read access is tested on its own (test_read_access.py); elsewhere tests read /v1/queue freely, unless
+        # they pass protect=None (the daemon's default) or groups of their own
+        options.setdefault("protect", frozenset())
         self.log = io.StringIO()
         self.options = DaemonOptions(pipeline_file=str(pipeline), port=0, data_dir=str(data_dir),
                                      commit_interval=options.pop("commit_interval", 0.05), **options)
@@ -85,7 +88,8 @@ class DaemonProcess:
         self._listening = threading.Event()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "edgewise", "serve", str(pipeline), "--port", "0", "--data-dir", str(data_dir),
-             *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+             *(args if "--protect" in args else (*args, "--protect", "none"))],  # as InProcessDaemon
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             env={**os.environ, **(env or {})})
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -15,7 +15,9 @@ from tests.conftest import need
 
 
 @pytest.mark.slow
-def test_schemathesis_finds_no_server_error(start_daemon, tmp_path: Path) -> None:
+def test_schemathesis_finds_no_server_error(start_daemon, tmp_path: Path, monkeypatch) -> None:
+    """With the daemon's default read protection (the signed source protects state and queue) and a read token."""
+    monkeypatch.setenv("EW_FUZZ_READ", "r3ad")
     st = shutil.which("schemathesis") or str(Path(sys.executable).parent / "schemathesis")
     need(Path(st).exists(), "schemathesis (pip install schemathesis)")
     d = start_daemon(f"""
@@ -29,13 +31,14 @@ pipelines:
       - aggregate: {{id: totals, key: [dev], aggs: {{n: "count()"}}, into: agg}}
     to: [out]
 sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
-""")
+""", read_token_env="EW_FUZZ_READ", protect=None)
     result = subprocess.run(
         [st, "run", f"{d.url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
-         "--request-timeout", "10", "--generation-deterministic"],
+         "--request-timeout", "10", "--generation-deterministic", "-H", "Authorization: Bearer r3ad"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache (.schemathesis/) goes there
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     assert "passed" in result.stdout
+    assert d.client.get("/v1/queue").status_code == 401  # protected, and schemathesis got in with the token
     assert d.client.get("/healthz").status_code == 200
     assert d.client.get("/readyz").status_code == 200
     assert "Traceback" not in d.log.getvalue()

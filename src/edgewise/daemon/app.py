@@ -32,6 +32,7 @@ from edgewise.daemon.live_api import live_routes
 from edgewise.daemon.openapi import openapi_document
 from edgewise.daemon.queue import Append, QueueFull
 from edgewise.daemon.ratelimit import retry_after
+from edgewise.daemon.readauth import COOKIE, group_of
 from edgewise.daemon.replies import BodyRefused, problem, read_body, reply
 from edgewise.daemon.ui import DASHBOARD_HTML
 from edgewise.events import Batch
@@ -249,8 +250,32 @@ def build_app(daemon: Daemon) -> ASGIApp:
         # POST /v1/events is the hot path: straight to its handler, past Starlette's routing and middleware
         if scope["type"] == "http" and scope["path"] == "/v1/events" and scope["method"] == "POST":
             await events(scope, receive, send)
-        else:
-            await app(scope, receive, send)
+            return
+        if scope["type"] == "http":
+            refused = read_refusal(scope)
+            if refused is not None:
+                await refused(scope, receive, send)
+                return
+        await app(scope, receive, send)
+
+    def read_refusal(scope: Scope) -> Response | None:
+        """Read access (``readauth.py``); a page opened with a valid ``?token=`` sets the cookie its own requests
+        carry, and is loaded again without the token in its address."""
+        group = group_of(scope["method"], scope["path"])
+        if group is None:
+            return None
+        access = daemon.read_access
+        headers = Headers(scope=scope)
+        token = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("token", [None])[0]
+        if group == "ui" and token is not None:
+            if group in access.protect and not access.accepts(token):
+                return problem(403, "the read token is not accepted")
+            response = Response(status_code=303, headers={"Location": scope["path"]})
+            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/",
+                                secure=daemon.options.tls_cert is not None)
+            return response
+        refused = access.refusal(group, headers.get("authorization"), headers.get("cookie"))
+        return problem(*refused) if refused is not None else None
 
     return dispatch
 

@@ -27,6 +27,13 @@ def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
+READ_ERRORS = {
+    "401": _error("this endpoint group is protected (--protect; by default state and queue when a source requires "
+                  "credentials): send 'Authorization: Bearer <read token>'"),
+    "403": _error("the read token is not accepted"),
+}
+
+
 INGEST_ERRORS = {
     "400": _error("a bad body: malformed JSON, not an object, invalid UTF-8, too deep, a number out of range; "
                   "nothing was queued"),
@@ -109,10 +116,11 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
                 "200": _json("ready", {"type": "object", "required": ["status"]}),
                 "503": _json("recovering or shutting down", {"type": "object", "required": ["status"]})}}},
             "/metrics": {"get": {"summary": "Prometheus metrics", "operationId": "metrics", "responses": {
+                **READ_ERRORS,
                 "200": {"description": "text exposition format",
                         "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
             "/v1/queue": {"get": {"summary": "queue depth, in-flight entries, dead letters, workers, sources",
-                                  "operationId": "queue", "responses": {
+                                  "operationId": "queue", "responses": {**READ_ERRORS,
                                       "200": _json("the queue", {"type": "object", "required": ["queued_events",
                                                                                                  "state"]})}}},
             "/v1/state/{step}/{key}": {"get": {
@@ -120,22 +128,25 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
                 "parameters": [{"name": "step", "in": "path", "required": True, "schema": step_schema},
                                {"name": "key", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "responses": {
+                    **READ_ERRORS,
                     "200": _json("the state", {"type": "object", "required": ["step", "key", "value"]}),
                     "404": _error("no such stateful step, or nothing for that key"),
                     "503": _error("no worker is running (starting or reloading)", False),
                     "504": _error("the worker did not answer in time")}}},
             "/openapi.json": {"get": {"summary": "this document", "operationId": "openapi", "responses": {
                 "200": _json("OpenAPI 3.1", {"type": "object"})}}},
-            "/ui": {"get": {"summary": "live dashboard", "operationId": "ui", "responses": {
+            "/ui": {"get": {"summary": "live dashboard", "operationId": "ui", "responses": {**READ_ERRORS,
                 "200": {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
             # GET /v1/live/{channel}/events (Server-Sent Events) is left out: OpenAPI cannot describe an endless
             # response (and a fuzzer would wait on it)
-            "/v1/live": {"get": {"summary": "live result channels", "operationId": "liveChannels", "responses": {
+            "/v1/live": {"get": {"summary": "live result channels", "operationId": "liveChannels",
+                                 "responses": {**READ_ERRORS,
                 "200": _json("the channels", {"type": "object", "required": ["channels"]})}}},
             "/v1/live/{channel}/recent": {"get": {
                 "summary": "a live channel's recent records", "operationId": "liveRecent",
                 "parameters": [channel_param],
-                "responses": {"200": _json("the records", {"type": "array", "items": {"type": "object"}}),
+                "responses": {**READ_ERRORS,
+                              "200": _json("the records", {"type": "array", "items": {"type": "object"}}),
                               "400": _error("not a channel name")}}},
             "/v1/live/{channel}": {"post": {
                 "summary": "publish records on a live channel (from the daemon's own machine only)",
@@ -146,7 +157,7 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
                               "400": _error("not a channel name, or not a JSON array of objects"),
                               "403": _error("not from the daemon's own machine"),
                               "413": _error("the body is over 8 MiB")}}},
-            "/ui/map": {"get": {"summary": "live map of results", "operationId": "uiMap", "responses": {
+            "/ui/map": {"get": {"summary": "live map of results", "operationId": "uiMap", "responses": {**READ_ERRORS,
                 "200": {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         },
         "components": {"schemas": {"Error": ERROR, "Event": EVENT}},

@@ -43,6 +43,7 @@ from edgewise.daemon.log import Log
 from edgewise.daemon.metrics import DaemonMetrics
 from edgewise.daemon.pool import WorkerPool
 from edgewise.daemon.queue import Append, Appended, FsyncPolicy, QueueReader, QueueStats, queue_path
+from edgewise.daemon.readauth import ReadAccess
 from edgewise.daemon.worker import WorkerOptions
 from edgewise.daemon.writer import QueueWriter
 from edgewise.errors import ConfigError, EdgewiseError
@@ -76,10 +77,16 @@ class DaemonOptions:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     """With a client CA, every client must present a certificate it signed (mutual TLS, e.g. mesh peers)."""
+    read_token_env: str | None = None
+    """The environment variable holding the read tokens (comma-separated) of protected endpoints (readauth.py)."""
+    protect: frozenset[str] | None = None
+    """The protected endpoint groups; None: state and queue when any http source requires credentials."""
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
             raise ConfigError("--tls-cert and --tls-key go together: the certificate and its private key")
+        if self.read_token_env and not os.environ.get(self.read_token_env, "").strip():
+            raise ConfigError(f"--read-token-env {self.read_token_env}: the environment variable is not set")
         if self.tls_client_ca and not self.tls_cert:
             raise ConfigError("--tls-client-ca checks clients' certificates over TLS: give --tls-cert and --tls-key")
         for flag, path in (("--tls-cert", self.tls_cert), ("--tls-key", self.tls_key),
@@ -141,6 +148,7 @@ class Daemon:
         self.writer: QueueWriter | None = None
         self._lockfile: IO[str] | None = None
         self.reader: QueueReader | None = None
+        self._read_access: ReadAccess | None = None
         self.live = LiveHub()
         """Live result channels (``live`` sinks) that browsers subscribe to (``/v1/live/<channel>/events``,
         ``/ui/map``)."""
@@ -152,6 +160,19 @@ class Daemon:
         self.metrics = DaemonMetrics(self.queue_stats)
         self.pool = WorkerPool(self.data_dir, self._worker_options, self.metrics, self.log, options.max_attempts,
                                on_live=self.live.publish)
+
+    @property
+    def read_access(self) -> ReadAccess:
+        """Who may read state, queue, metrics, pages and live channels (``readauth.py``); follows a reload."""
+        protect = self.options.protect
+        if protect is None:
+            guarded = any(s.config.requires_auth for s in self.http.values())
+            protect = frozenset({"state", "queue"}) if guarded else frozenset()
+        if self._read_access is None or self._read_access.protect != protect:
+            env = self.options.read_token_env
+            tokens = os.environ.get(env, "").split(",") if env else []
+            self._read_access = ReadAccess([t.strip() for t in tokens], protect)
+        return self._read_access
 
     # -- queue access for the HTTP handlers and the broker sources ------------------------------------------
 
