@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import re
 import shutil
 import signal
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     RUN_DIR.mkdir(parents=True)
     with open(RUN_DIR / "daemon.log", "wb") as log:
         daemon = subprocess.Popen([edgewise, "serve", str(PIPELINE), "--data-dir", str(RUN_DIR / "daemon"),
-                                   "--port", str(args.port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+                                   "--port", str(args.port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                  preexec_fn=die_with_parent)
     try:
         url = wait_ready(RUN_DIR / "daemon.log", daemon)
         if url is None:
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
               f"showcase: the operations: {url}/ui\n"
               f"showcase: replaying the HSL recordings {pace} (Ctrl-C stops)", flush=True)
         replay = subprocess.run([edgewise, "replay", RECORDINGS, "--speed", args.speed, "--max-gap", "2s",
-                                 "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT)
+                                 "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT, preexec_fn=die_with_parent)
         if replay.returncode != 0:
             print("showcase: the replay failed (see above)", file=sys.stderr)
             return 1
@@ -79,6 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop(daemon)
+
+
+def die_with_parent() -> None:
+    """In a child: ask Linux for SIGTERM when this script dies, even by SIGKILL, so no daemon is left behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def wait_ready(log: Path, daemon: subprocess.Popen[bytes], timeout: float = 60) -> str | None:
