@@ -210,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--tls-key", metavar="FILE", help="the certificate's private key (PEM)")
     serve.add_argument("--tls-client-ca", metavar="FILE",
                        help="mutual TLS: accept only clients with a certificate this CA signed (mesh peers)")
+    serve.add_argument("--max-header-bytes", type=int, default=16 * 1024, metavar="BYTES",
+                       help="requests with larger headers get 431 (default 16384)")
     serve.add_argument("--read-token-env", metavar="VAR",
                        help="environment variable with the read token(s) (comma-separated) of protected endpoints")
     serve.add_argument("--protect", metavar="GROUPS", type=_groups,
@@ -341,7 +343,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_queue_bytes=args.max_queue_bytes, min_free=args.min_free, commit_interval=args.commit_interval,
         max_batch=max(1, args.max_batch), trace=args.trace, log_format=args.log_format, stateless=args.stateless,
         concurrency=args.concurrency, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
-        read_token_env=args.read_token_env, protect=args.protect)
+        read_token_env=args.read_token_env, protect=args.protect, max_header_bytes=args.max_header_bytes)
     return Daemon(options).run()
 
 

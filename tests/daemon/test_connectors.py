@@ -298,3 +298,41 @@ sinks:
     edge_windows = sorted(read_spool(tmp_path / "edge-windows"), key=key)
     assert edge_windows and sorted(read_spool(tmp_path / "hub-windows"), key=key) == edge_windows
     assert sum(r["n"] for r in edge_windows) == 6
+
+
+def test_a_nats_message_redelivered_with_its_msg_id_is_queued_once(start_daemon, tmp_path):
+    """JetStream's own duplicate window only guards publishing; a message delivered twice to the daemon (its ack
+    was lost, or it was published again later) keeps its Nats-Msg-Id and is recognised by the source."""
+    need(port_open(4222), "NATS with JetStream on 127.0.0.1:4222")
+    import nats
+    from nats.js.api import StreamConfig
+
+    run = secrets.token_hex(4)
+    stream = f"EWID{run}"
+
+    async def publish() -> None:
+        nc = await nats.connect("nats://127.0.0.1:4222")
+        js = nc.jetstream()
+        await js.add_stream(StreamConfig(name=stream, subjects=[f"ewid.{run}"], duplicate_window=0.1))
+        await js.publish(f"ewid.{run}", b'{"n": 1}', headers={"Nats-Msg-Id": "order-1"})
+        await asyncio.sleep(0.5)  # past the stream's duplicate window: JetStream stores it again
+        await js.publish(f"ewid.{run}", b'{"n": 2}', headers={"Nats-Msg-Id": "order-1"})
+        await js.publish(f"ewid.{run}", b'{"n": 3}')  # no id: an event of its own
+        await nc.close()
+
+    asyncio.run(publish())
+    d = start_daemon(f"""
+version: 1
+sources: [{{id: js, type: nats, stream: {stream}, subject: "ewid.{run}"}}]
+pipelines: [{{id: p, to: [out]}}]
+sinks: [{{id: out, type: file, path: {tmp_path / 'out'}, envelope: true, max_age: 100ms}}]
+""")
+    d.wait_processed(2)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and d.client.get("/v1/queue").json()["sources"]["js"]["received"] < 3:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    d.stop()
+    records = read_spool(tmp_path / "out")
+    assert sorted((r["id"].startswith("js:order-1"), r["payload"]["n"]) for r in records) == [(False, 3), (True, 1)]
+    asyncio.run(_delete_stream(stream))

@@ -32,12 +32,13 @@ pipelines:
     to: [out]
 sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
 """, read_token_env="EW_FUZZ_READ", protect=None)
-    result = subprocess.run(
-        [st, "run", f"{d.url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
-         "--request-timeout", "10", "--generation-deterministic", "-H", "Authorization: Bearer r3ad"],
-        capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache (.schemathesis/) goes there
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    assert "passed" in result.stdout
+    for token in ("r3ad", "wrong"):  # a valid read token, then an invalid one (protected reads answer 403)
+        result = subprocess.run(
+            [st, "run", f"{d.url}/openapi.json", "--checks", "all", "--max-examples", "60", "--seed", "20261121",
+             "--request-timeout", "10", "--generation-deterministic", "-H", f"Authorization: Bearer {token}"],
+            capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache (.schemathesis/) goes there
+        assert result.returncode == 0, token + result.stdout[-4000:] + result.stderr[-2000:]
+        assert "passed" in result.stdout
     assert d.client.get("/v1/queue").status_code == 401  # protected, and schemathesis got in with the token
     assert d.client.get("/healthz").status_code == 200
     assert d.client.get("/readyz").status_code == 200

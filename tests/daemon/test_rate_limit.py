@@ -40,3 +40,17 @@ sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
     assert d.client.get("/v1/queue").json()["next_event"] == before + 2  # the refused one was not queued
     time.sleep(1.1)
     assert post("t0k3n").status_code == 202
+
+
+def test_oversized_headers_get_431_and_nothing_else_is_looked_at(start_daemon, tmp_path) -> None:
+    d = start_daemon(f"""
+version: 1
+pipelines: [{{id: p, steps: [], to: [out]}}]
+sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
+""", max_header_bytes=4096)
+    before = d.client.get("/v1/queue").json()["next_event"]
+    big = d.post("/v1/events", '{"n": 1}', **{"X-Padding": "x" * 5000})
+    assert big.status_code == 431 and "larger than 4096 bytes" in big.json()["error"]
+    assert d.client.get("/healthz", headers={"X-Padding": "x" * 5000}).status_code == 431
+    assert d.client.get("/v1/queue").json()["next_event"] == before
+    assert d.post("/v1/events", '{"n": 1}', **{"X-Padding": "x" * 3000}).status_code == 202

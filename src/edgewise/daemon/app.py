@@ -246,7 +246,12 @@ def build_app(daemon: Daemon) -> ASGIApp:
     routes.append(Route("/v1/events", events, methods=["POST"]))  # for 405 on other methods; POST goes direct
     app = Starlette(routes=routes, exception_handlers={404: _not_found, 405: _not_allowed})
 
+    max_header_bytes = daemon.options.max_header_bytes
+
     async def dispatch(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and sum(len(k) + len(v) for k, v in scope["headers"]) > max_header_bytes:
+            await problem(431, f"the request's headers are larger than {max_header_bytes} bytes")(scope, receive, send)
+            return
         # POST /v1/events is the hot path: straight to its handler, past Starlette's routing and middleware
         if scope["type"] == "http" and scope["path"] == "/v1/events" and scope["method"] == "POST":
             await events(scope, receive, send)

@@ -45,6 +45,7 @@ INGEST_ERRORS = {
     "413": _error("the body or the number of events is over the source's limit"),
     "415": _error("unsupported content type"),
     "422": _error("stateless mode: a step failed on an event"),
+    "431": _error("the request's headers are larger than --max-header-bytes"),
     "429": _error("the source's rate_limit is used up, the queue is above its high-water mark, or (stateless) too "
                   "many requests at once", True),
     "502": _error("stateless mode: a sink could not take the results"),

@@ -77,6 +77,8 @@ class DaemonOptions:
     tls_key: str | None = None
     tls_client_ca: str | None = None
     """With a client CA, every client must present a certificate it signed (mutual TLS, e.g. mesh peers)."""
+    max_header_bytes: int = 16 * 1024
+    """Request headers larger than this get 431 before anything else is looked at."""
     read_token_env: str | None = None
     """The environment variable holding the read tokens (comma-separated) of protected endpoints (readauth.py)."""
     protect: frozenset[str] | None = None

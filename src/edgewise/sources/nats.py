@@ -19,6 +19,7 @@ from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
 from edgewise.daemon.bodies import MESSAGE_FORMATS
 from edgewise.daemon.queue import Append
+from edgewise.durations import Duration
 from edgewise.errors import PluginError
 from edgewise.sources.base import DaemonSource, Ingest
 
@@ -38,6 +39,10 @@ class NatsSourceConfig(SourceConfig):
     durable: str | None = Field(None, description="durable consumer name; default edgewise-<source id>")
     batch: int = Field(256, ge=1, le=10_000, description="messages fetched at a time")
     format: Literal["json", "hfp"] = Field("json", description="message body format")
+    redelivery_window: Duration = Field(
+        3 * 24 * 3600 * 1_000_000, description="a message with a Nats-Msg-Id header gets the event id "
+        "<source>:<msg id>; the same id again within this window (a redelivery whose ack was lost) is acknowledged "
+        "and not queued again (0: not checked)")
 
 
 class NatsSource(DaemonSource):
@@ -102,7 +107,10 @@ class NatsSource(DaemonSource):
             except Exception as exc:  # noqa: BLE001  # any decoding problem: dead-letter the message, go on
                 append = Append(self.id, "dead", msg.data, 1, meta={**meta, "error": f"undecodable: {exc}"})
             else:
-                append = Append(self.id, "message", msg.data, 1, meta=meta)
+                msg_id = (msg.headers or {}).get("Nats-Msg-Id")
+                append = Append(self.id, "message", msg.data, 1, meta=meta,
+                                ids=[f"{self.id}:{msg_id}"] if msg_id else None,
+                                redelivery_us=self.config.redelivery_window if msg_id else 0)
             futures.append(asyncio.wrap_future(ingest.submit(append)))
         results = await asyncio.gather(*futures, return_exceptions=True)
         for msg, result in zip(msgs, results, strict=True):
