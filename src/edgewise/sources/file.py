@@ -26,6 +26,7 @@ from edgewise.sources.formats import (
     decode_clf,
     decode_hfp_recording,
     decode_ndjson,
+    decoded_lines,
     json_document,
     regex_decoder,
     text_lines,
@@ -116,11 +117,5 @@ def whole_file_records(data: bytes, config: FileSourceConfig, where: str,
         yield from enumerate(csv_rows(text_lines(data), config.delimiter, config.columns), start=first)
         return
     decode = decoder_for(fmt, config.regex) or decode_ndjson
-    for number, line in enumerate(data.split(b"\n"), start=1):
-        raw = line.rstrip(b"\r")
-        if not raw.strip():
-            continue
-        try:
-            yield number, decode(raw)
-        except SourceError as exc:
-            malformed(f"{where}:{number}: {exc}")
+    for number, _, payload in decoded_lines(data.split(b"\n"), 1, where, decode, malformed):
+        yield number, payload

@@ -21,6 +21,21 @@ Payload = dict[str, Any]
 LineDecoder = Callable[[bytes], Payload]
 
 
+def decoded_lines(lines: Iterable[bytes], first: int, where: str, decode: LineDecoder,
+                  malformed: Callable[[str], None]) -> Iterator[tuple[int, bytes, Payload]]:
+    """Each line that is not blank as ``(number, line, payload)``, numbered from ``first``, the line without its
+    end; a line that does not decode is reported as ``<where>:<number>: <problem>`` and left out. The one rule
+    every reader of line formats follows (file, stdin, replay, and Spark's decoding of files)."""
+    for number, raw in enumerate(lines, start=first):
+        line = raw.rstrip(b"\r\n")
+        if not line.strip():
+            continue
+        try:
+            yield number, line, decode(line)
+        except SourceError as exc:
+            malformed(f"{where}:{number}: {exc}")
+
+
 def decode_ndjson(line: bytes) -> Payload:
     try:
         value = orjson.loads(line)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import IO
 
-from edgewise.errors import SourceError
 from edgewise.events import Batch
 from edgewise.sources.base import SourceContext
 from edgewise.sources.envelope import unwrap_envelopes
-from edgewise.sources.formats import LineDecoder, Payload, decode_ndjson, ndjson_batch
+from edgewise.sources.formats import LineDecoder, Payload, decode_ndjson, decoded_lines, ndjson_batch
 
 
 def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: str, decoder: LineDecoder | None,
@@ -29,7 +28,8 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
         if payloads is not None:
             yield unwrap_envelopes(make_batch(payloads, numbers, source_id, id_prefix, ctx))
             continue
-        payloads, offsets = _decode_each(lines, numbers, where, decoder, ctx)
+        decoded = list(decoded_lines(lines, numbers.start, where, decoder or decode_ndjson, ctx.malformed))
+        payloads, offsets = [p for _, _, p in decoded], [n for n, _, _ in decoded]
         if payloads:
             batch = make_batch(payloads, offsets, source_id, id_prefix, ctx)
             yield batch if decoder is not None else unwrap_envelopes(batch)
@@ -53,23 +53,6 @@ def _line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
             continue
         rest = data[cut + 1 :]
         yield data[:cut].split(b"\n")
-
-
-def _decode_each(lines: list[bytes], numbers: Sequence[int], where: str, decoder: LineDecoder | None,
-                 ctx: SourceContext) -> tuple[list[Payload], list[int]]:
-    decode = decoder or decode_ndjson
-    payloads: list[Payload] = []
-    offsets: list[int] = []
-    for raw, n in zip(lines, numbers, strict=True):
-        line = raw.rstrip(b"\r\n")
-        if not line.strip():
-            continue
-        try:
-            payloads.append(decode(line))
-            offsets.append(n)
-        except SourceError as exc:
-            ctx.malformed(f"{where}:{n}: {exc}")
-    return payloads, offsets
 
 
 def make_batch(payloads: list[Payload], offsets: Sequence[int], source_id: str, id_prefix: str,

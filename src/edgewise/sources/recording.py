@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 from edgewise.errors import SourceError
-from edgewise.sources.formats import LineDecoder, Payload, csv_rows, decode_ndjson, text_lines
+from edgewise.sources.formats import LineDecoder, Payload, csv_rows, decode_ndjson, decoded_lines, text_lines
 
 RecordingFormat = Literal["hfp", "ndjson", "csv", "clf", "regex"]
 TimeUnit = Literal["s", "ms", "us"]
@@ -140,16 +140,13 @@ class Recording:
                 self.bytes_read += len(data)
                 yield from self._csv(data, path)
                 return
-            decode = self.decode
-            for number, line in enumerate(fh, start=1):
-                self.bytes_read += len(line)
-                raw = line.rstrip(b"\r\n")
-                if not raw.strip():
-                    continue
-                try:
-                    yield number, raw, decode(raw)
-                except SourceError as exc:
-                    self.malformed(f"{path}:{number}: {exc}")
+            yield from decoded_lines(self._counted(fh), 1, path, self.decode, self.malformed)
+
+    def _counted(self, lines: Iterator[bytes]) -> Iterator[bytes]:
+        """The lines, counting their bytes (the progress bar's measure)."""
+        for line in lines:
+            self.bytes_read += len(line)
+            yield line
 
     def _csv(self, data: bytes, path: str) -> Iterator[tuple[int, bytes, Payload]]:
         lines = text_lines(data).read().split("\n")
