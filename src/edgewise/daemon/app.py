@@ -117,8 +117,8 @@ def build_app(daemon: Daemon) -> ASGIApp:
         wait = source.limiter.take() if source.limiter is not None else 0.0
         if wait:  # after authentication: unauthenticated floods cannot use up a source's budget
             limit = source.config.rate_limit
-            return reply(429, {"error": f"source {source.id} takes {limit:g} requests a second; slow down"},
-                         {"Retry-After": retry_after(wait)})
+            return problem(429, f"source {source.id} takes {limit:g} requests a second; slow down",
+                           retry_after=retry_after(wait))
         return None
 
     async def finish(source: HttpSource, append: Append, started: float) -> Response:

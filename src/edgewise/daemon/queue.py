@@ -117,6 +117,10 @@ class Append:
     """How long the source's chosen ``ids`` count as seen: an id seen within it is a duplicate (0: not checked)."""
 
 
+DEFAULT_REDELIVERY_WINDOW_US = 3 * 24 * 3600 * 1_000_000
+"""How long a source's chosen ids count as seen unless it says otherwise: GitHub redelivers for 3 days."""
+
+
 class Appended(NamedTuple):
     """What an append became: the number of its first event (ids ``<source>:<first + i>`` unless it chose its own)
     and the chosen ids that were duplicates (already accepted within the redelivery window; not queued again)."""

@@ -17,11 +17,12 @@ def reply(status: int, body: Any, headers: dict[str, str] | None = None) -> Resp
                     headers=headers)
 
 
-def problem(status: int, message: str, problems: list[str] | None = None) -> Response:
+def problem(status: int, message: str, problems: list[str] | None = None, retry_after: str | None = None) -> Response:
+    """An error reply; ``Retry-After`` is ``retry_after`` if given, else the status's usual wait."""
     body: dict[str, Any] = {"error": message}
     if problems:
         body["problems"] = problems
-    retry = RETRY_AFTER.get(status)
+    retry = retry_after or RETRY_AFTER.get(status)
     return reply(status, body, {"Retry-After": retry} if retry else None)
 
 

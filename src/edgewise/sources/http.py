@@ -24,6 +24,7 @@ from pydantic import Field, model_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
+from edgewise.daemon.queue import DEFAULT_REDELIVERY_WINDOW_US
 from edgewise.daemon.ratelimit import TokenBucket
 from edgewise.durations import Duration
 from edgewise.errors import ConfigError
@@ -49,7 +50,7 @@ class HttpSourceConfig(SourceConfig):
     burst: int | None = Field(None, ge=1, description="with rate_limit: requests it takes at once (default: "
                               "rate_limit rounded up)")
     redelivery_window: Duration = Field(
-        3 * 24 * 3600 * 1_000_000, description="an event id this source chose (a webhook's delivery id, a mesh "
+        DEFAULT_REDELIVERY_WINDOW_US, description="an event id this source chose (a webhook's delivery id, a mesh "
         "peer's ids) that it accepted within this window is a duplicate: acknowledged, not queued again (default "
         "3d, GitHub redelivers for 3 days; 0: not checked)")
     max_body: int = Field(16 * 1024 * 1024, ge=1024, description="largest accepted body in bytes (413 above)")

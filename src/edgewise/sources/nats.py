@@ -18,7 +18,7 @@ from pydantic import Field
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
 from edgewise.daemon.bodies import MESSAGE_FORMATS
-from edgewise.daemon.queue import Append
+from edgewise.daemon.queue import DEFAULT_REDELIVERY_WINDOW_US, Append
 from edgewise.durations import Duration
 from edgewise.errors import PluginError
 from edgewise.sources.base import DaemonSource, Ingest
@@ -40,7 +40,7 @@ class NatsSourceConfig(SourceConfig):
     batch: int = Field(256, ge=1, le=10_000, description="messages fetched at a time")
     format: Literal["json", "hfp"] = Field("json", description="message body format")
     redelivery_window: Duration = Field(
-        3 * 24 * 3600 * 1_000_000, description="a message with a Nats-Msg-Id header gets the event id "
+        DEFAULT_REDELIVERY_WINDOW_US, description="a message with a Nats-Msg-Id header gets the event id "
         "<source>:<msg id>; the same id again within this window (a redelivery whose ack was lost) is acknowledged "
         "and not queued again (0: not checked)")
 

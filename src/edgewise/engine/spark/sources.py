@@ -99,6 +99,7 @@ def is_object_sql(parsed: str, line: str, envelope: str) -> str:
 
 def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
                  max_files: int | None = None, line_ids: bool = True) -> DataFrame:
+    """The events of one source, for a plan ``check_sources`` accepted (``SparkJob`` runs it first)."""
     kind = source.type
     if kind == "file":
         from edgewise.engine.local import _base
@@ -111,10 +112,6 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
             if max_files is not None:
                 reader = reader.option("maxFilesPerTrigger", str(max_files))
             return decoded_frame(reader, source, path, file_root(source, path))
-        if not os.path.isdir(path):
-            raise ConfigError(f"source {source.id}: {path} is not a directory; on Spark a file source in format "
-                              "ndjson reads a spool directory of sealed *.ndjson segments (what the file sink "
-                              "writes)")
         return spool_frame(spark, path, source.id, max_files=max_files, line_ids=line_ids)
     if kind == "generator":
         directory = generate_spool(source, os.path.join(checkpoint, "_generator", source.id))
@@ -123,8 +120,7 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
         from edgewise.engine.spark.nats import nats_frame
 
         return nats_frame(spark, source)
-    raise ConfigError(f"source {source.id}: the Spark engine reads replayable sources (file spool, nats, "
-                      f"generator), not {kind!r}; an edge daemon can spool {kind} events with a file sink")
+    raise AssertionError(f"source {source.id} ({kind}): check_sources refuses it before a job is built")
 
 
 SPARK_SOURCE_TYPES = ("file", "nats", "generator")
