@@ -11,9 +11,10 @@ Health (``/healthz``, ``/readyz``) and ``/openapi.json`` are always open.
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Iterable
 from http.cookies import CookieError, SimpleCookie
+
+from edgewise.sources.http import bearer_token, token_accepted
 
 GROUPS = ("state", "queue", "metrics", "ui", "live")
 COOKIE = "edgewise_read"
@@ -54,13 +55,7 @@ class ReadAccess:
         self.protect = protect
 
     def accepts(self, token: str | None) -> bool:
-        if not token:
-            return False
-        given = token.encode()
-        matched = False
-        for accepted in self.tokens:  # every one, without stopping early: timing says nothing
-            matched |= hmac.compare_digest(given, accepted)
-        return matched
+        return token_accepted(token, self.tokens) if token else False
 
     def refusal(self, group: str | None, authorization: str | None, cookie: str | None) -> tuple[int, str] | None:
         """None when the request may read; else its status and why."""
@@ -69,9 +64,7 @@ class ReadAccess:
         if not self.tokens:
             return 401, (f"this daemon protects its {group} endpoints and has no read token: start it with "
                          "--read-token-env VAR (or --protect to choose what is protected)")
-        scheme, _, bearer = (authorization or "").partition(" ")
-        token = bearer.strip() if scheme.lower() == "bearer" else None
-        token = token or cookie_token(cookie)
+        token = bearer_token(authorization) or cookie_token(cookie)
         if not token:
             return 401, (f"reading {group} needs 'Authorization: Bearer <read token>' (in a browser, open the page "
                          "once with ?token=<read token>)")

@@ -81,6 +81,22 @@ class HttpSourceConfig(SourceConfig):
         return bool(self.tokens or self.token_env or self.signature != "none")
 
 
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+def token_accepted(token: str, accepted: list[bytes]) -> bool:
+    """Whether ``token`` is one of ``accepted``, compared with every one without stopping early, so timing says
+    nothing about which one was close."""
+    given = token.encode()
+    matched = False
+    for candidate in accepted:
+        matched |= hmac.compare_digest(given, candidate)
+    return matched
+
+
 class AuthError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -131,15 +147,10 @@ class HttpSource(DaemonSource):
         """Check the bearer token, if this source requires one; raises ``AuthError`` (401 or 403)."""
         if not self.tokens:
             return
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(authorization)
+        if token is None:
             raise AuthError(401, f"source {self.id} needs 'Authorization: Bearer <token>'")
-        given = token.strip().encode()
-        # compare with every token, without stopping early, so timing says nothing about which one was close
-        matched = False
-        for accepted in self.tokens:
-            matched |= hmac.compare_digest(given, accepted)
-        if not matched:
+        if not token_accepted(token, self.tokens):
             raise AuthError(403, f"the token is not accepted by source {self.id}")
 
     def verify(self, body: bytes, headers: Mapping[str, str]) -> None:
