@@ -18,7 +18,8 @@ import contextlib
 import re
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
 
 CHANNEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 KEEPALIVE_S = 15.0
@@ -69,14 +70,8 @@ class LiveHub:
     def publish(self, channel: str, records: Iterable[bytes]) -> None:
         """Publish records (each one JSON object, serialized) on a channel, from any thread."""
         items = list(records)
-        if not items or self.closed:
-            return
-        loop = self._loop
-        with contextlib.suppress(RuntimeError):  # the loop is closing: nobody is listening any more
-            if loop is not None and loop.is_running() and not _on_loop(loop):
-                loop.call_soon_threadsafe(self._publish, channel, items)
-                return
-        self._publish(channel, items)
+        if items and not self.closed:
+            self._on_loop(self._publish, channel, items)
 
     def _publish(self, name: str, items: list[bytes]) -> None:
         with self._lock:
@@ -84,7 +79,7 @@ class LiveHub:
             channel.recent.extend(items)
             channel.published += len(items)
             subscribers = list(channel.subscribers)
-        message = b"[" + b",".join(items) + b"]"
+        message = _array(items)
         for subscriber in subscribers:
             subscriber.offer(message)
 
@@ -93,7 +88,7 @@ class LiveHub:
         with self._lock:
             channel = self.channels.get(name)
             items = list(channel.recent) if channel is not None else []
-        return b"[" + b",".join(items) + b"]"
+        return _array(items)
 
     def stats(self) -> dict[str, dict[str, int]]:
         with self._lock:
@@ -108,7 +103,7 @@ class LiveHub:
         with self._lock:
             channel = self.channels.setdefault(name, Channel(self.recent))
             channel.subscribers.add(subscriber)
-            first = b"[" + b",".join(channel.recent) + b"]"
+            first = _array(channel.recent)
         try:
             yield b"retry: 2000\nevent: snapshot\ndata: " + first + b"\n\n"
             told = 0
@@ -131,12 +126,17 @@ class LiveHub:
     def close(self) -> None:
         """End every stream (the daemon is stopping: the HTTP server waits for open responses to end)."""
         self.closed = True
+        self._on_loop(self._end_streams)
+
+    def _on_loop(self, work: Callable[..., None], *args: Any) -> None:
+        """Run ``work`` on the daemon's loop (subscribers' queues are asyncio's): at once when called there or
+        when no loop runs yet, else handed to it from this thread."""
         loop = self._loop
-        if loop is not None and loop.is_running() and not _on_loop(loop):
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._end_streams)
+        if loop is None or not loop.is_running() or _running_loop() is loop:
+            work(*args)
             return
-        self._end_streams()
+        with contextlib.suppress(RuntimeError):  # the loop is closing: nobody is listening any more
+            loop.call_soon_threadsafe(work, *args)
 
     def _end_streams(self) -> None:
         with self._lock:
@@ -145,8 +145,13 @@ class LiveHub:
             subscriber.offer(_CLOSED)
 
 
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+def _array(items: Iterable[bytes]) -> bytes:
+    """Serialized JSON objects as one JSON array."""
+    return b"[" + b",".join(items) + b"]"
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
-        return asyncio.get_running_loop() is loop
+        return asyncio.get_running_loop()
     except RuntimeError:
-        return False
+        return None
