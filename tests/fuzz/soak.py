@@ -29,6 +29,8 @@ from tests.fuzz.generate import Case, batch_cases, cases
 from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
 
 ORACLES = ("crash", "batch", "spark")
+SPARK_EXAMPLES_PER_SESSION = 60
+"""Spark examples run in one session before the soak starts a fresh one."""
 
 
 class Found(AssertionError):
@@ -121,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: Counter[str] = Counter()
     failures: list[Path] = []
     rounds = 0
+    spark_fresh_at = SPARK_EXAMPLES_PER_SESSION
     while time.monotonic() < deadline:
         for oracle in oracles:
             if time.monotonic() >= deadline:
@@ -141,6 +144,13 @@ def main(argv: list[str] | None = None) -> int:
                         spark.stop()  # clears the driver's handle, so that a new session is made
                     spark = _new_spark()
             seed = (seed + 1) % 2**32
+            if oracle == "spark" and spark is not None and counts["spark"] >= spark_fresh_at:
+                # a long-lived driver keeps what each finished query left (status store, listeners) and ran out
+                # of heap after ~150 queries, failing every later example: a fresh session now and then
+                with contextlib.suppress(Exception):
+                    spark.stop()
+                spark = _new_spark()
+                spark_fresh_at = counts["spark"] + SPARK_EXAMPLES_PER_SESSION
         rounds += 1
         left = max(0.0, deadline - time.monotonic())
         tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))

@@ -249,7 +249,7 @@ def numeric(v: Any, what: str) -> int | float | Decimal:
     raise mismatch(what, v)
 
 
-def _with_text(text: str, other: Any, what: str) -> tuple[Any, Any]:
+def with_text(text: str, other: Any, what: str) -> tuple[Any, Any]:
     """Spark's (ANSI) implicit cast of text meeting a number in a binary operator or a comparison: to BIGINT
     against an integer (``'2.5' + 1`` fails, ``'7' / 2`` is 3.5), to DOUBLE against a DOUBLE or DECIMAL (the other
     side becomes DOUBLE too). Text against text, or anything else, is a type mismatch."""
@@ -265,9 +265,9 @@ def _with_text(text: str, other: Any, what: str) -> tuple[Any, Any]:
 
 def _coerce_pair(a: Any, b: Any, what: str) -> tuple[Any, Any]:
     if a.__class__ is str:
-        a, b = _with_text(a, b, what)
+        a, b = with_text(a, b, what)
     elif b.__class__ is str:
-        b, a = _with_text(b, a, what)
+        b, a = with_text(b, a, what)
     if isinstance(a, bool) or not isinstance(a, int | float | Decimal):
         raise mismatch(what, a, b)
     if isinstance(b, bool) or not isinstance(b, int | float | Decimal):
@@ -279,9 +279,19 @@ def _coerce_pair(a: Any, b: Any, what: str) -> tuple[Any, Any]:
     return a, b
 
 
+def _null_beside(a: Any, b: Any) -> None:
+    """Arithmetic with a NULL operand is NULL; text beside it must still be a number, as on Spark, which casts a
+    text operand before it looks at values (``'abc' + NULL`` fails there; the NULL's type is unknown here, so the
+    text is checked as a DOUBLE)."""
+    text = a if b is None else b
+    if text.__class__ is str:
+        to_double(text)
+    return None
+
+
 def add(a: Any, b: Any) -> Any:
     if a is None or b is None:
-        return None
+        return _null_beside(a, b)
     if a.__class__ is int and b.__class__ is int:
         return check_long(a + b)
     x, y = _coerce_pair(a, b, "+")
@@ -290,7 +300,7 @@ def add(a: Any, b: Any) -> Any:
 
 def sub(a: Any, b: Any) -> Any:
     if a is None or b is None:
-        return None
+        return _null_beside(a, b)
     if a.__class__ is int and b.__class__ is int:
         return check_long(a - b)
     x, y = _coerce_pair(a, b, "-")
@@ -299,7 +309,7 @@ def sub(a: Any, b: Any) -> Any:
 
 def mul(a: Any, b: Any) -> Any:
     if a is None or b is None:
-        return None
+        return _null_beside(a, b)
     if a.__class__ is int and b.__class__ is int:
         return check_long(a * b)
     x, y = _coerce_pair(a, b, "*")
@@ -321,7 +331,7 @@ def _decimal_digits(d: Decimal) -> tuple[int, int]:
 def div(a: Any, b: Any) -> Any:
     """``/``: always fractional. Integers and doubles give DOUBLE; decimals give DECIMAL at Spark's scale."""
     if a is None or b is None:
-        return None
+        return _null_beside(a, b)
     x, y = _coerce_pair(a, b, "/")
     if isinstance(x, Decimal):
         if y == 0:
@@ -343,7 +353,7 @@ def div(a: Any, b: Any) -> Any:
 def int_div(a: Any, b: Any) -> Any:
     """``div``: integral division, truncating toward zero, BIGINT result."""
     if a is None or b is None:
-        return None
+        return _null_beside(a, b)
     x, y = _coerce_pair(a, b, "div")
     if y == 0:
         raise _divide_by_zero()
@@ -356,7 +366,7 @@ def int_div(a: Any, b: Any) -> Any:
 def mod(a: Any, b: Any) -> Any:
     """``%``: the remainder takes the sign of the dividend (like Java, unlike Python's ``%``)."""
     if a is None or b is None:
-        return None
+        return _null_beside(a, b)
     x, y = _coerce_pair(a, b, "%")
     if y == 0:
         raise _divide_by_zero()
@@ -402,9 +412,9 @@ def compare(a: Any, b: Any) -> int | None:
             return int(fa > fb) - int(fa < fb)
         return int(a > b) - int(a < b)
     if isinstance(a, str) and is_number(b):
-        return compare(*_with_text(a, b, "comparison"))
+        return compare(*with_text(a, b, "comparison"))
     if is_number(a) and isinstance(b, str):
-        y, x = _with_text(b, a, "comparison")
+        y, x = with_text(b, a, "comparison")
         return compare(x, y)
     if isinstance(a, bool) and isinstance(b, str):
         return compare(a, to_boolean(b))

@@ -19,6 +19,7 @@ from edgewise.engine.context import RunContext
 from edgewise.events import Batch
 from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
 from edgewise.steps.annotate import set_path, split_path
+from edgewise.steps.group_keys import group_key
 from edgewise.steps.stateful import (
     FAILURES,
     KeyColumns,
@@ -88,7 +89,7 @@ class AggregateStep(StatefulStep):
     def restore(self, items: Iterable[tuple[str, bytes]]) -> None:
         for name, value in items:
             if name.startswith("g/"):
-                key = tuple(decode_value(orjson.loads(name[2:])))
+                key = group_key(tuple(decode_value(orjson.loads(name[2:]))))
                 self.groups[key] = self.aggs.decode(orjson.loads(value))
 
     def lookup(self, key: str) -> Any:

@@ -35,7 +35,8 @@ from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.aggs import decode_value, encode_value
 from edgewise.steps.annotate import set_path, split_path
-from edgewise.steps.stateful import END_OF_TIME, Record, StatefulConfig, StatefulStep, key_text, records_batch
+from edgewise.steps.group_keys import match_text, queried_texts
+from edgewise.steps.stateful import END_OF_TIME, Record, StatefulConfig, StatefulStep, records_batch
 
 
 class CompleteConfig(StatefulConfig):
@@ -115,7 +116,7 @@ class CompleteStep(StatefulStep):
         return records_batch(batch.source, out, batch.ingest_time_us)
 
     def _join(self, key: Any, payload: Payload, parts: list[str], now: int) -> Payload:
-        text = key if isinstance(key, str) else key_text(key)
+        text = match_text(key)
         pending = self.pending.get(text)
         if pending is None:
             pending = self.pending[text] = _Pending(now, now + self.config.timeout, {})
@@ -207,8 +208,11 @@ class CompleteStep(StatefulStep):
                 heapq.heappush(self.timers, (data["deadline"], text, data["started"]))
 
     def lookup(self, key: str) -> Any:
-        pending = self.pending.get(key)
-        return None if pending is None else self._status("triggered", self.keys.get(key, key), pending)
+        for text in queried_texts(key):
+            pending = self.pending.get(text)
+            if pending is not None:
+                return self._status("triggered", self.keys.get(text, key), pending)
+        return None
 
     def describe(self) -> list[str]:
         c = self.config

@@ -23,7 +23,8 @@ from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
 from edgewise.expr.compiler import compile_expression
-from edgewise.steps.stateful import END_OF_TIME, StatefulConfig, StatefulStep, key_text
+from edgewise.steps.group_keys import match_text, queried_texts
+from edgewise.steps.stateful import END_OF_TIME, StatefulConfig, StatefulStep
 
 
 class DedupeConfig(StatefulConfig):
@@ -58,7 +59,7 @@ class DedupeStep(StatefulStep):
         seen, within = self.seen, self.within
         for i, (value, t) in enumerate(zip(keys, batch.event_times, strict=True)):
             if value is not None:
-                text = value if isinstance(value, str) else key_text(value)
+                text = match_text(value)
                 first = seen.get(text)
                 if first is not None and abs(t - first) < within:
                     keep[i] = False
@@ -119,7 +120,7 @@ class DedupeStep(StatefulStep):
                 heapq.heappush(self.expiry, (t + self.within, name[2:]))
 
     def lookup(self, key: str) -> Any:
-        return self.seen.get(key)
+        return next((self.seen[t] for t in queried_texts(key) if t in self.seen), None)
 
     def describe(self) -> list[str]:
         return [f"{self.head()}: drop repeats within {format_duration_us(self.within)} of event time",

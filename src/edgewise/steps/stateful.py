@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 from pydantic import Field
@@ -32,6 +32,7 @@ from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.aggs import Aggregates, encode_value
 from edgewise.steps.base import Step
+from edgewise.steps.group_keys import group_key, plain, single_keys
 
 if TYPE_CHECKING:
     from edgewise.engine.context import RunContext
@@ -64,7 +65,8 @@ class KeyColumns:
         self.sql = [compile_expression(text).sql for _, text in items]
 
     def of(self, payload: Payload) -> tuple[Any, ...]:
-        return tuple(fn(payload) for fn in self.evaluators)
+        """A payload's key, as a group (``group_keys``: equal exactly when SQL's GROUP BY puts two together)."""
+        return group_key(tuple(fn(payload) for fn in self.evaluators))
 
     def many(self, payloads: list[Payload]) -> list[tuple[Any, ...]]:
         """The keys of a batch of payloads (one field, the common case, without a call per event)."""
@@ -72,15 +74,15 @@ class KeyColumns:
             fn = self.evaluators[0]
             name = getattr(fn, "field_name", None)
             if name is not None:
-                return [(p.get(name),) for p in payloads]
-            return [(fn(p),) for p in payloads]
+                return single_keys([(p.get(name),) for p in payloads])
+            return single_keys([(fn(p),) for p in payloads])
         return [self.of(p) for p in payloads]
 
     def describe(self) -> str:
         return ", ".join(f"{n} = {s}" for n, s in zip(self.names, self.sql, strict=True)) or "(all)"
 
     def fields(self, key: tuple[Any, ...]) -> dict[str, Any]:
-        return dict(zip(self.names, key, strict=True))
+        return dict(zip(self.names, plain(key), strict=True))
 
 
 def _column_name(text: str) -> str:
@@ -89,6 +91,7 @@ def _column_name(text: str) -> str:
 
 def key_text(key: Any) -> str:
     """A key as compact JSON: the state-store key part and the result id part."""
+    key = plain(key)
     return orjson.dumps(encode_value(list(key) if isinstance(key, tuple) else key)).decode()
 
 
@@ -96,6 +99,7 @@ class StatefulStep(Step):
     """A step with state the engine commits and restores. See the module docstring for the protocol."""
 
     config: StatefulConfig
+    needs_order: ClassVar[bool] = True
 
     def __init__(self, config: StatefulConfig) -> None:
         super().__init__(config)

@@ -33,6 +33,7 @@ from edgewise.engine.context import RunContext
 from edgewise.events import Batch
 from edgewise.expr import values as V
 from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
+from edgewise.steps.group_keys import group_key
 from edgewise.steps.stateful import (
     END_OF_TIME,
     FAILURES,
@@ -354,7 +355,7 @@ class WindowStep(StatefulStep):
 
     def _decode(self, data: list[Any]) -> _Window:
         start, end, key, accs, revision = data
-        decoded_key = tuple(decode_value(orjson.loads(key)))
+        decoded_key = group_key(tuple(decode_value(orjson.loads(key))))
         return _Window(start, end, decoded_key, self.aggs.decode(accs), revision)
 
     def restore(self, items: Iterable[tuple[str, bytes]]) -> None:

@@ -41,8 +41,23 @@ if TYPE_CHECKING:
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.stateful import StatefulStep
 
-OUTPUT = "id STRING, event_time TIMESTAMP, source STRING, payload STRING, route STRING, record STRING"
-OUTPUT_COLUMNS = ["id", "event_time", "source", "payload", "route", "record"]
+OUTPUT = ("id STRING, event_time TIMESTAMP, source STRING, payload STRING, route STRING, record STRING, "
+          "routed_us BIGINT")
+OUTPUT_COLUMNS = ["id", "event_time", "source", "payload", "route", "record", "routed_us"]
+"""A routed row's event time is ``routed_us`` (µs), not ``event_time``: pandas holds times in nanoseconds, which
+do not reach the end-of-input marker's (year 9999)."""
+
+
+def _rows_frame(rows: list[tuple[Any, ...]]) -> Any:
+    """Rows ``(id, event_time, source, payload, route, record)`` of the local step as the operator's output."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows, columns=OUTPUT_COLUMNS[:-1])
+    return frame.assign(routed_us=pd.array([None] * len(frame), dtype="Int64"))
+
+ROUTED_GROUP, ROUTED_GROUPS = "routed:", 16
+"""The groups routed rows pass the keyed operator in (they hold no state): a name no key's JSON text starts
+with, and how many (the rows spread over them by id)."""
 
 EVENT_TIME, PROCESSING_TIME, NO_TIME = "EventTime", "ProcessingTime", "None"
 """``transformWithState`` time modes: which clock a step's timers run on."""
@@ -78,6 +93,9 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             import pandas as pd
 
             frame = pd.concat(list(rows), ignore_index=True)
+            if str(key[0]).startswith(ROUTED_GROUP):  # rows for sinks pass unchanged (``_run_keyed``)
+                yield frame[OUTPUT_COLUMNS]
+                return
             frame = frame.assign(order=frame["id"].map(natural_key)).sort_values(["event_time", "order"],
                                                                                  kind="stable")
             self._restore()
@@ -87,10 +105,9 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
                 out += self._expire(self._now(timerValues), clock)
             out += run_local_step(self.guarded, frame, "payload", clock)
             self._save()
-            yield pd.DataFrame(out, columns=OUTPUT_COLUMNS)
+            yield _rows_frame(out)
 
         def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-            import pandas as pd
 
             self._restore()
             # the timer fired: Spark's time passed it (even where a fixed test clock says otherwise)
@@ -98,7 +115,7 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
             out = self._expire(now, self._clock(timerValues))
             self._save()
             if out:
-                yield pd.DataFrame(out, columns=OUTPUT_COLUMNS)
+                yield _rows_frame(out)
 
         def _now(self, timer_values: Any) -> int:
             """The step's time: the watermark (event time) or the clock's (processing time)."""
@@ -164,7 +181,12 @@ def _processor(step_class: Any, config: Any, base_dir: str, pipeline_id: str, no
 def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, plan: Any, now_us: int | None,
                time_mode: str = NO_TIME, watermark_us: int = 0) -> Stage:
     """The live rows through the local ``step`` (which writes ``into``, where given), grouped by the SQL
-    ``group`` (a string), with ``time_mode`` timers; routed rows pass."""
+    ``group`` (a string), with ``time_mode`` timers; routed rows pass.
+
+    Routed rows go through the same operator (in groups of their own, which hold no state) rather than around it
+    in a branch of their own: a second branch would compute everything before the step twice, and a stateful
+    operator before it (a window) would then be two operators with state of their own, and Spark lost the rows
+    of the second (found by the pipeline fuzzer: window, tee, aggregate)."""
     from pyspark.sql import functions as f
 
     from edgewise.engine.local import _base
@@ -172,19 +194,22 @@ def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, p
     df = stage.df
     if time_mode == EVENT_TIME:  # every row moves the watermark: the end-of-input marker (routed) too
         df = df.withWatermark("event_time", interval(watermark_us))
-    live = df.where(F.LIVE)
-    routed = df.where(f"NOT {F.LIVE}").select(*F.FRAME_COLUMNS)
     # Spark hands a group's rows over as named tuples: the columns need names without a leading underscore.
-    # The event time goes in as a value, not as the watermark column, so late rows are not dropped
-    rows = live.select(f.expr(group).alias("group_key"), "id",
-                       f.expr("timestamp_micros(unix_micros(event_time))").alias("event_time"), "source",
-                       f.expr(F.record_json(stage.types)).alias("payload"))
+    # The event time goes in as a value, not as the watermark column, so late rows are not dropped. A routed
+    # row's group is never a key's
+    routed_group = f"concat('{ROUTED_GROUP}', CAST(pmod(xxhash64(id), {ROUTED_GROUPS}) AS STRING))"
+    rows = df.select(f.expr(f"CASE WHEN {F.LIVE} THEN {group} ELSE {routed_group} END").alias("group_key"), "id",
+                     f.expr(f"CASE WHEN {F.LIVE} THEN timestamp_micros(unix_micros(event_time)) END")
+                     .alias("event_time"), "source",
+                     f.expr(f"CASE WHEN {F.LIVE} THEN {F.record_json(stage.types)} END").alias("payload"),
+                     f.col("_to").alias("route"), f.col("_record").alias("record"),
+                     f.expr(f"CASE WHEN NOT {F.LIVE} THEN unix_micros(event_time) END").alias("routed_us"))
     processor = _processor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode)
     out = rows.groupBy("group_key").transformWithStateInPandas(processor, OUTPUT, "Append", time_mode)
     frame = out.select(
-        "id", "event_time", "source",
+        "id", f.expr("coalesce(event_time, timestamp_micros(routed_us))").alias("event_time"), "source",
         f.expr("CASE WHEN route = '' THEN parse_json(payload) END").alias(SOURCE),
-        f.col("route").alias("_to"), f.col("record").alias("_record")).unionByName(routed)
+        f.col("route").alias("_to"), f.col("record").alias("_record"))
     if into is not None:
         stage.types.drop(into.split("."))
     stage.types.fresh_source()

@@ -8,6 +8,9 @@ function names and syntax are the same on both engines; only field references an
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import sqlglot
@@ -261,6 +264,7 @@ def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:
 _UNTYPED = "edgewise_untyped"
 """Marks a field read whose type the data does not fix (never seen, or seen with several types): its path."""
 _TEXT_RULE_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, *_COMPARISON)
+_TEXT_RULE_FUNCTIONS = frozenset(("pmod", "try_add", "try_subtract", "try_multiply", "try_divide", "try_mod"))
 
 
 def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expression:
@@ -270,12 +274,19 @@ def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expressi
     with ``CAST_INVALID_INPUT``, as over a STRING column), and a number against text casts the text likewise.
     Without this the read at one type (DOUBLE for arithmetic) would take ``"2.5"`` as 2.5 on Spark only."""
     for node in reversed(list(tree.find_all(*_TEXT_RULE_OPERATORS))):  # operands before what uses them
+        untyped = {k: v.meta.get(_UNTYPED) for k, v in node.args.items() if isinstance(v, exp.Expression)}
         for key, other_key in (("this", "expression"), ("expression", "this")):
             operand, other = node.args.get(key), node.args.get(other_key)
             if not isinstance(operand, exp.Expression) or not isinstance(other, exp.Expression):
                 continue
             path = operand.meta.get(_UNTYPED)
             if path is None:
+                continue
+            other_path = untyped.get(other_key)
+            if other_path is not None and key == "this" and not isinstance(node, _COMPARISON):
+                # text with text in arithmetic is a type mismatch (Spark's analyser refuses STRING * STRING);
+                # over two untyped fields only the events' values tell (found by the fuzzer's soak: x * x)
+                operand.replace(_mismatch_if_both_text(operand, other, path, other_path, types))
                 continue
             if _is_text(other):
                 if isinstance(node, _COMPARISON):
@@ -285,6 +296,15 @@ def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expressi
                     break
                 continue
             operand.replace(_number_by_kind(operand, other, path, types))
+    # pmod and the try_ arithmetic functions cast text as the operators do (found by the fuzzer's soak)
+    for call in reversed([n for n in tree.find_all(exp.Anonymous)
+                          if str(n.this).lower() in _TEXT_RULE_FUNCTIONS and len(n.expressions) == 2]):
+        a, b = call.expressions
+        cast_function = "try_cast" if str(call.this).lower().startswith("try_") else "CAST"
+        call.set("expressions", [
+            _number_by_kind(operand, other, operand.meta[_UNTYPED], types, cast_function)
+            if operand.meta.get(_UNTYPED) is not None and not _is_text(other) else operand
+            for operand, other in ((a, b), (b, a))])
     return tree
 
 
@@ -294,10 +314,24 @@ def _kind(path: list[str], types: FieldTypes) -> str:
     return f"schema_of_variant({_variant_in(*_located(path, types))})"
 
 
-def _number_by_kind(read: exp.Expression, other: exp.Expression, path: list[str], types: FieldTypes) -> exp.Expression:
+MISMATCH_MESSAGE = "[DATATYPE_MISMATCH] arithmetic needs numbers; both operands are text"
+
+
+def _mismatch_if_both_text(read: exp.Expression, other: exp.Expression, path: list[str], other_path: list[str],
+                           types: FieldTypes) -> exp.Expression:
+    """The untyped field ``read`` beside the untyped field ``other``: a type mismatch where both hold text (the
+    guard turns ``raise_error`` with this message into the event's DATATYPE_MISMATCH), else as ``_number_by_kind``."""
+    both_text = f"{_kind(path, types)} IN ('STRING') AND {_kind(other_path, types)} IN ('STRING')"
+    by_kind = _sql(_number_by_kind(read, other, path, types))
+    return _node(f"CASE WHEN {both_text} THEN CAST(raise_error('{MISMATCH_MESSAGE}') AS DOUBLE) ELSE {by_kind} END")
+
+
+def _number_by_kind(read: exp.Expression, other: exp.Expression, path: list[str], types: FieldTypes,
+                    cast_function: str = "CAST") -> exp.Expression:
     """The untyped field ``read`` as an operand next to the number ``other``: text cast the way Spark casts text
-    next to that number's type, anything else read as it was."""
-    cast_text = _text_beside(field_read(path, "string", types), _sql(other), "CAST")
+    next to that number's type (``try_cast`` inside the try_ functions, where text that does not cast is NULL),
+    anything else read as it was."""
+    cast_text = _text_beside(field_read(path, "string", types), _sql(other), cast_function)
     return _node(f"CASE WHEN {_kind(path, types)} IN ('STRING') THEN {cast_text} ELSE {_sql(read)} END")
 
 
@@ -370,6 +404,43 @@ def _first(errors: list[str]) -> str | None:
     return errors[0] if len(errors) == 1 else f"coalesce({', '.join(errors)})"
 
 
+SHARE_OVER = 120
+"""An operand a guard repeats is bound once (``_Shared``) where its SQL is longer than this."""
+
+
+class _Shared:
+    """Operands a guard's SQL uses several times, each written once: a long one is bound to a lambda variable
+    (``element_at(transform(array(<operand>), _s1_ -> <body>), 1)``, Spark SQL's only way to name a value), and
+    the body reads the variable. Without it each guard repeated its operands' SQL (a comparison eight times), so the
+    SQL grew exponentially with nesting (an `if` in a comparison in a CASE…) until Spark's driver ran out of heap
+    planning it; with it the SQL grows linearly. Short operands (a column, a literal) are repeated as they are,
+    which keeps the common expression free of lambdas (Spark does not generate code for them)."""
+
+    counter = 0
+
+    def __init__(self, *operands: str) -> None:
+        self.bound: list[tuple[str, str]] = []
+        self.names: list[str] = []
+        for sql in operands:
+            if len(sql) > SHARE_OVER:
+                _Shared.counter += 1
+                name = f"_s{_Shared.counter}_"  # the trailing _: no name is a part of another
+                self.bound.append((name, sql))
+                self.names.append(name)
+            else:
+                self.names.append(sql)
+
+    def wrap(self, body: str) -> str:
+        """``body`` (written with ``names``) with the long operands it uses more than once bound around it, and
+        those it uses once written in place."""
+        for name, sql in reversed(self.bound):
+            if body.count(name) > 1:
+                body = f"element_at(transform(array({sql}), {name} -> {body}), 1)"
+            else:
+                body = body.replace(name, f"({sql})")
+        return body
+
+
 def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
     """The expression with each failing operation in its NULL-giving form, and SQL giving the first error class
     of the event (NULL when it has none). Errors in a branch not taken (CASE, IF, coalesce) do not count; lambda
@@ -382,7 +453,11 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         return _guard_connective(node)
     if isinstance(node, exp.Anonymous):
         name = str(node.this).lower()
-        if name == "coalesce":
+        if name == "typeof":  # only the operand's type counts: it is not evaluated, and cannot fail
+            return node, None
+        if name == "raise_error" and MISMATCH_MESSAGE in _sql(node):  # see _mismatch_if_both_text
+            return _node("CAST(NULL AS DOUBLE)"), "'DATATYPE_MISMATCH'"
+        if name in ("coalesce", "nvl", "ifnull"):
             return _guard_coalesce(node)
         if name == "variant_get" and len(node.expressions) == 3:
             variant, path, type_ = node.expressions
@@ -429,34 +504,51 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             elif isinstance(child, exp.Expression):
                 node.set(key, as_double(child))
         return node, _first(errors)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and len(node.expressions) == 2:
+        # text beside a number: Spark casts it as in arithmetic (BIGINT against an integer), outside any try form
+        a, b = node.expressions
+        operands = []
+        for text, other in ((a, b), (b, a)):
+            if _is_text(text):
+                errors.append(_text_operand_error(True, _sql(text), _sql(other)))
+                operands.append(_node(_text_beside(_sql(text), _sql(other), "try_cast")))
+            else:
+                operands.append(text)
+        node.set("expressions", operands)
+        return node, _first(errors)
     if isinstance(node, exp.Div | exp.IntDiv | exp.Mod | exp.Add | exp.Sub | exp.Mul):
-        errors.append(_text_operand_error(node.this, node.expression))
-        errors.append(_text_operand_error(node.expression, node.this))
-    if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
-        a, b = _sql(node.this), _sql(node.expression)
-        divisor_zero = f"({b}) = 0"
-        if isinstance(node, exp.Div):
-            safe = _node(f"try_divide({a}, {b})")
+        shared = _Shared(_sql(node.this), _sql(node.expression))
+        a, b = shared.names
+        own_errors = [_text_operand_error(_is_text(node.this), a, b),
+                      _text_operand_error(_is_text(node.expression), b, a)]
+        if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
+            divisor_zero = f"({b}) = 0"
+            if isinstance(node, exp.Div):
+                safe_sql = f"try_divide({a}, {b})"
+            else:
+                operation = _sql(type(node)(this=_node(a), expression=_node(b)))
+                safe_sql = f"CASE WHEN {divisor_zero} THEN NULL ELSE {operation} END"
+            own_errors.append(_error_if(divisor_zero, "DIVIDE_BY_ZERO"))
         else:
-            safe = _node(f"CASE WHEN {divisor_zero} THEN NULL ELSE {_sql(node)} END")
-        errors.append(_error_if(divisor_zero, "DIVIDE_BY_ZERO"))
-        return safe, _first(errors)
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
-        fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}[type(node)]
-        a, b = _sql(node.this), _sql(node.expression)
-        safe = _node(f"{fn}({a}, {b})")
-        errors.append(_error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {_sql(safe)} IS NULL",
-                                "ARITHMETIC_OVERFLOW"))
-        return safe, _first(errors)
+            fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}[type(node)]
+            safe_sql = f"{fn}({a}, {b})"
+            own_errors.append(_error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {safe_sql} IS NULL",
+                                        "ARITHMETIC_OVERFLOW"))
+        first_own = _first(own_errors)
+        if first_own:
+            errors.append(shared.wrap(first_own))
+        return _node(shared.wrap(safe_sql)), _first(errors)
     if isinstance(node, _COMPARISON):
-        safe, own = _guard_text_comparison(node)
-        errors.append(own)
-        return safe, _first(errors)
+        safe_node, own_error = _guard_text_comparison(node)
+        errors.append(own_error)
+        return safe_node, _first(errors)
     if isinstance(node, exp.Cast) and not node.args.get("safe"):
-        inner = _sql(node.this)
-        safe = _node(f"try_cast({inner} AS {_sql(node.args['to'])})")
-        errors.append(_error_if(f"({inner}) IS NOT NULL AND {_sql(safe)} IS NULL", "CAST_INVALID_INPUT"))
-        return safe, _first(errors)
+        to = _sql(node.args["to"])
+        shared = _Shared(_sql(node.this))
+        [inner] = shared.names
+        errors.append(shared.wrap(_error_if(f"({inner}) IS NOT NULL AND try_cast({inner} AS {to}) IS NULL",
+                                            "CAST_INVALID_INPUT")))
+        return _node(f"try_cast({_sql(node.this)} AS {to})"), _first(errors)
     return node, _first(errors)
 
 
@@ -483,13 +575,12 @@ def _is_text(node: exp.Expression) -> bool:
     return False
 
 
-def _text_operand_error(text: exp.Expression, other: exp.Expression) -> str:
-    """SQL: ``CAST_INVALID_INPUT`` where the text operand of arithmetic does not cast the way Spark casts it
-    (BIGINT against an integer, DOUBLE otherwise); empty when the operand is not text by its form."""
-    if not _is_text(text):
+def _text_operand_error(is_text: bool, text: str, other: str) -> str:
+    """SQL: ``CAST_INVALID_INPUT`` where the text operand ``text`` of arithmetic does not cast the way Spark casts
+    it (BIGINT against an integer, DOUBLE otherwise); empty when the operand is not text by its form."""
+    if not is_text:
         return ""
-    t = _sql(text)
-    return _error_if(f"({t}) IS NOT NULL AND {_text_beside(t, _sql(other), 'try_cast')} IS NULL",
+    return _error_if(f"({text}) IS NOT NULL AND {_text_beside(text, other, 'try_cast')} IS NULL",
                      "CAST_INVALID_INPUT")
 
 
@@ -510,7 +601,8 @@ def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
     against a fraction) outside any try_ form, so text that does not cast would fail the micro-batch. The guarded
     form makes that cast a ``try_cast`` and reports ``CAST_INVALID_INPUT`` for the event, as the local engine does.
     Which case applies is decided by the operands' static types (``typeof``), so only the taken branch runs."""
-    a, b = _sql(node.this), _sql(node.expression)
+    shared = _Shared(_sql(node.this), _sql(node.expression))
+    a, b = shared.names
     op = _OPERATORS[type(node)]
 
     def fraction(x: str) -> str:
@@ -530,7 +622,7 @@ def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
         error.append(f"WHEN {when} AND ({text}) IS NOT NULL AND {cast_text} IS NULL THEN 'CAST_INVALID_INPUT'")
     value.append(f"ELSE {a} {op} {b} END")
     error.append("END")
-    return _node(" ".join(value)), " ".join(error)
+    return _node(shared.wrap(" ".join(value))), shared.wrap(" ".join(error))
 
 
 def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
@@ -579,12 +671,31 @@ def _guard_connective(node: exp.And | exp.Or) -> tuple[exp.Expression, str | Non
     return node, _first(errors)
 
 
+def _number_literal(node: exp.Expression) -> str | None:
+    """The text of a number literal (``-1`` too), else None."""
+    inner = node.this if isinstance(node, exp.Neg) else node
+    if isinstance(inner, exp.Literal) and not inner.is_string:
+        return str(inner.this)
+    return None
+
+
 def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
+    """``coalesce``/``nvl``/``ifnull``: an argument's error counts where the arguments before it are NULL. Text
+    beside number literals takes their type (Spark's one type for the call: BIGINT beside integers, DOUBLE with a
+    fraction), cast outside any try form on Spark: the guarded form casts with try_cast and reports the error."""
     errors: list[str] = []
     args = []
     earlier: list[str] = []
+    numbers = [n for n in (_number_literal(a) for a in node.expressions) if n is not None]
+    target = None if not numbers else "DOUBLE" if any(set(n) & set(".eE") for n in numbers) else "BIGINT"
     for arg in node.expressions:
         g, e = _guard(arg)
+        if target is not None and _is_text(g):
+            text = _sql(g)
+            cast_error = _error_if(f"({text}) IS NOT NULL AND try_cast({text} AS {target}) IS NULL",
+                                   "CAST_INVALID_INPUT")
+            e = _first([e or "", cast_error])
+            g = _node(f"try_cast({text} AS {target})")
         args.append(g)
         if e:
             null_before = " AND ".join(f"({x}) IS NULL" for x in earlier) or "true"
@@ -597,5 +708,19 @@ def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
 def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None) -> tuple[str, str | None]:
     """``(value, error)``: the expression in a form that gives NULL where it would fail, and SQL giving the
     Spark error class of an event's first failure (NULL when there is none; None when nothing can fail)."""
-    safe, error = _guard(_Compiler(types).compile(parse(text), want))
-    return _sql(safe), error
+    with _deep_recursion():
+        safe, error = _guard(_Compiler(types).compile(parse(text), want))
+        return _sql(safe), error
+
+
+@contextmanager
+def _deep_recursion(limit: int = 20_000) -> Iterator[None]:
+    """sqlglot parses and writes SQL by recursion, a few dozen Python frames per level of nesting, and a guarded
+    expression nests deeper than its text (each guard wraps its operands): Python's default limit of 1,000 frames
+    would refuse an expression of half a dozen nested conditionals. Python frames live on the heap (3.11+)."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(before)

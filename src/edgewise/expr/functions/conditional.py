@@ -10,15 +10,34 @@ from edgewise.expr.functions.base import Evaluator, FunctionTable
 table = FunctionTable("conditional")
 
 
+def _number_beside(args: list[Evaluator]) -> Any:
+    """The number literal among the arguments whose type text is cast to, as Spark gives ``coalesce(x, -1)`` one
+    type: BIGINT beside integers, DOUBLE where a fraction is among them; None without number literals."""
+    numbers = [getattr(a, "constant", None) for a in args]
+    numbers = [n for n in numbers if n is not None and V.is_number(n)]
+    return next((n for n in numbers if not isinstance(n, int)), numbers[0]) if numbers else None
+
+
+def _as_common_type(v: Any, number: Any) -> Any:
+    """A text value chosen next to number literals is cast as Spark casts it (``'244'`` is 244 in
+    ``nvl(x, -1)``; ``'2.5'`` fails: it is no BIGINT)."""
+    if number is not None and v.__class__ is str:
+        return V.with_text(v, number, "coalesce")[0]
+    return v
+
+
 @table.special("coalesce", args=(1, None))
 def coalesce(args: list[Evaluator]) -> Evaluator:
-    """The first non-NULL argument (later arguments are not evaluated)."""
+    """The first non-NULL argument (later arguments are not evaluated); text beside number literals is cast to them.
+
+    Spark gives the call one type: ``coalesce(x, 0)`` over the text ``'244'`` is 244, over ``'2.5'`` it fails."""
+    number = _number_beside(args)
 
     def first(p: Any) -> Any:
         for a in args:
             v = a(p)
             if v is not None:
-                return v
+                return _as_common_type(v, number)
         return None
 
     return first
@@ -26,12 +45,13 @@ def coalesce(args: list[Evaluator]) -> Evaluator:
 
 @table.special("nvl", "ifnull", args=2)
 def nvl(args: list[Evaluator]) -> Evaluator:
-    """``a`` unless it is NULL, else ``b``."""
+    """``a`` unless it is NULL, else ``b``; text beside a number literal is cast to it (as in ``coalesce``)."""
     a, b = args
+    number = _number_beside(args)
 
     def pick(p: Any) -> Any:
         v = a(p)
-        return b(p) if v is None else v
+        return _as_common_type(b(p) if v is None else v, number)
 
     return pick
 
