@@ -14,6 +14,7 @@ from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, 
 
 if TYPE_CHECKING:
     from edgewise.config.plan import Plan
+    from edgewise.diff import DiffReport
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 70  # 70: EX_SOFTWARE, an internal error
 
@@ -33,6 +34,9 @@ examples:
   edgewise diff old.yaml new.yaml in.ndjson     what a change to a file does to its output, record by record
   edgewise replay 'rec/*/hfp.dump' --speed 10 --to http://127.0.0.1:8080
                                                 a recording, at ten times its pace, into a running daemon
+  edgewise keygen edge.key; edgewise verify timelines/edge --pubkey KEY
+                                                a key for an entwine timeline; check a timeline's chain
+  edgewise import-binge agglo.json > p.yaml     an agglo/binge configuration as a pipeline file
   edgewise functions                            list the expression functions
 """
 
@@ -219,6 +223,13 @@ def build_parser() -> argparse.ArgumentParser:
                        "separated) or none (default: state,queue when any http source requires credentials)")
     serve.add_argument("--concurrency", type=int, default=64,
                        help="--stateless: requests processed or waiting at once before 429 (default 64)")
+    serve.add_argument("--keep-recent", type=int, default=1000, metavar="N",
+                       help="keep the last N queue entries of finished input for --check-reload (default 1000; "
+                       "0 keeps none)")
+    serve.add_argument("--check-reload", metavar="NEW", help="do not serve: show what reloading the daemon of "
+                       "--data-dir with NEW would change, by running PIPELINE and NEW over its recent input "
+                       "(as `edgewise diff`; exit 0 equal, 1 different, 2 invalid)")
+    serve.add_argument("--format", choices=["text", "json"], default="text", help="--check-reload: the report's form")
     serve.set_defaults(handler=cmd_serve)
 
     inspect = sub.add_parser("inspect", help="look into a daemon's data directory: queue, dead letters, state")
@@ -290,6 +301,20 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     replay.set_defaults(handler=cmd_replay)
 
+    binge = sub.add_parser(
+        "import-binge", help="convert an agglo/binge JSON configuration into an edgewise pipeline file",
+        description="Read an agglo/binge configuration (pipelines, processDefinitions, externalSystems) and print "
+        "an edgewise pipeline file that validates: each process becomes steps, conditions become SQL, a `# binge:` "
+        "comment marks each place where edgewise means something else, and what cannot be expressed is left out "
+        "with a warning on stderr saying why. Exit code: 0 converted (warnings or not), 2 not a binge file.")
+    binge.add_argument("config", metavar="AGGLO.json", help="the binge configuration")
+    binge.add_argument("--output", "-o", metavar="FILE", help="write the pipeline file here instead of stdout")
+    binge.set_defaults(handler=cmd_import_binge)
+
+    from edgewise.entwine.cli import add_parsers as add_entwine_parsers
+
+    add_entwine_parsers(sub)
+
     functions = sub.add_parser("functions", help="list the functions expressions may call")
     functions.add_argument("--markdown", action="store_true", help="as the reference table in docs/")
     functions.set_defaults(handler=cmd_functions)
@@ -337,14 +362,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from edgewise.daemon.server import Daemon, DaemonOptions
 
+    if args.check_reload:
+        return _check_reload(args)
+
     options = DaemonOptions(
         pipeline_file=args.pipeline, host=args.host, port=args.port, data_dir=args.data_dir, fsync=args.fsync,
         workers=max(1, args.workers), high_water=args.high_water, low_water=args.low_water,
         max_queue_bytes=args.max_queue_bytes, min_free=args.min_free, commit_interval=args.commit_interval,
         max_batch=max(1, args.max_batch), trace=args.trace, log_format=args.log_format, stateless=args.stateless,
         concurrency=args.concurrency, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
-        read_token_env=args.read_token_env, protect=args.protect, max_header_bytes=args.max_header_bytes)
+        read_token_env=args.read_token_env, protect=args.protect, max_header_bytes=args.max_header_bytes,
+        keep_recent=max(0, args.keep_recent))
     return Daemon(options).run()
+
+
+def _check_reload(args: argparse.Namespace) -> int:
+    from edgewise.daemon.check_reload import check_reload
+
+    report, events = check_reload(args.pipeline, args.check_reload, args.data_dir)
+    heading = f"replayed the daemon's recent input: {events:,} events from {args.data_dir}"
+    return _show_diff(report, args.pipeline, args.check_reload, args.format, heading=heading)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -400,9 +437,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
     from edgewise.engine.spark.quiet import quiet_stderr
     from edgewise.engine.spark.session import spark_session
-    from edgewise.engine.spark.sources import check_sources
+    from edgewise.engine.spark.sources import check_plan
 
-    check_sources(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
+    check_plan(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     with quiet_stderr(not args.verbose):
         spark = spark_session(None, app="edgewise-explain")
     with tempfile.TemporaryDirectory(prefix="edgewise-explain-") as tmp:
@@ -415,10 +452,10 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from edgewise.config import load
     from edgewise.engine.idle import unused_idle_timeouts
     from edgewise.engine.spark.quiet import quiet_stderr
-    from edgewise.engine.spark.sources import check_sources
+    from edgewise.engine.spark.sources import check_plan
 
     plan = load(args.pipeline)
-    check_sources(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
+    check_plan(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     for note in unused_idle_timeouts(plan.sources, "Spark"):
         print(f"edgewise: note: {note}", file=sys.stderr)
     with quiet_stderr(not args.verbose):
@@ -486,15 +523,51 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from edgewise.diff import as_json, diff_files, render_text
+    from edgewise.diff import diff_files
 
-    report = diff_files(args.old, args.new, args.inputs)
-    if args.format == "json":
+    return _show_diff(diff_files(args.old, args.new, args.inputs), args.old, args.new, args.format,
+                      limit=max(0, args.limit))
+
+
+def _show_diff(report: DiffReport, old: str, new: str, form: str, *, limit: int = 10, heading: str = "") -> int:
+    """A diff report on stdout (``form``: text or json); the exit code: 0 equal, 1 different."""
+    from edgewise.diff import as_json, render_text
+
+    if form == "json":
         print(json.dumps(as_json(report), ensure_ascii=False, indent=1))
     else:
-        for line in render_text(report, args.old, args.new, limit=max(0, args.limit)):
+        if heading:
+            print(heading)
+        for line in render_text(report, old, new, limit=limit):
             print(line)
     return EXIT_OK if report.equal else EXIT_FAILED
+
+
+def cmd_import_binge(args: argparse.Namespace) -> int:
+    from edgewise.binge import convert
+    from edgewise.config import load_text_plan
+    from edgewise.jsonio import load_json_file
+
+    converted = convert(load_json_file(args.config))
+    target = args.output or "<import-binge>"
+    # the promise is a file that validates: a conversion that does not is edgewise's bug, not the user's. A
+    # program a spawner runs that is not on this machine is the one exception, said as a warning
+    try:
+        load_text_plan(converted.text, file=target, base_dir=os.path.dirname(os.path.abspath(args.output or ".")))
+    except ConfigError as exc:
+        problems = exc.problems or [exc]
+        if not all(p.message.startswith("argv[0]") for p in problems):
+            raise
+        converted.warnings += [f"{p.render()} on this machine: install the program the binge spawner ran, or "
+                               "change the spawn step's argv" for p in problems]
+    for warning in converted.warnings:
+        print(f"edgewise: warning: {warning}", file=sys.stderr)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as fh:
+            fh.write(converted.text)
+    else:
+        sys.stdout.write(converted.text)
+    return EXIT_OK
 
 
 def _speed(text: str) -> float | str:

@@ -37,3 +37,21 @@ def as_written(value: Any) -> Any:
 
 def dumps_line(value: Any) -> bytes:
     return orjson.dumps(value, default=_default, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE)
+
+
+def load_json_file(path: str) -> Any:
+    """The JSON value in a file (``-``: standard input); a file that cannot be read or is not JSON is a
+    ``ConfigError`` naming it."""
+    import sys
+
+    from edgewise.errors import ConfigError
+
+    try:
+        if path == "-":
+            return orjson.loads(sys.stdin.buffer.read())
+        with open(path, "rb") as fh:
+            return orjson.loads(fh.read())
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not JSON: {exc}") from None

@@ -64,7 +64,10 @@ class InProcessDaemon:
         return self.client.post(path, content=content, headers=h)
 
     def wait_processed(self, n: int, timeout: float = 30) -> None:
-        wait_processed(self.client, n, timeout)
+        try:
+            wait_processed(self.client, n, timeout)
+        except AssertionError as exc:  # why the workers did not get there is in the daemon's log
+            raise AssertionError(f"{exc}\ndaemon log (last lines):\n{self.log.getvalue()[-4000:]}") from None
 
     def stop(self) -> None:
         loop = self.daemon._loop

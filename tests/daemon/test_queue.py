@@ -92,3 +92,51 @@ def test_a_size_cap_refuses_without_damage(path):
     # space freed by acknowledged entries is used again
     assert isinstance(writer.submit(Append("s", "json", b"{}", 1)).result(10).first, int)
     writer.close()
+
+
+def test_finished_entries_stay_in_recent_up_to_the_last_n(path):
+    """`--keep-recent N`: acked and dead-lettered entries are copied to `recent`, which keeps the last N sequence
+    numbers (what `serve --check-reload` replays); 0 keeps none and empties it."""
+    writer = QueueWriter(path, "none")
+    for n in range(6):
+        writer.submit(Append("s", "ndjson", b'{"n": %d}\n' % n, 1)).result(10)
+    reader = QueueReader(path)
+    reader.keep_recent(3)
+    leased = reader.lease(worker=0, max_events=100)
+    reader.ack(leased[:4])
+    reader.dead_letter(leased[4:], [("s:5", "s", b'{"n": 4}', 0, "p/x", "boom")])
+    assert [e.seq for e in reader.recent()] == [4, 5, 6]
+    assert [orjson.loads(e.body) for e in reader.recent()] == [{"n": 3}, {"n": 4}, {"n": 5}]
+    assert reader.stats().queued_events == 0
+    reader.keep_recent(0)
+    assert reader.recent() == []
+    writer.close()
+
+
+def test_a_reader_opened_while_the_writer_commits_waits_for_the_lock(path):
+    """A worker opens its reader while the daemon's writer may be inside a commit (posts arrive while the worker
+    starts): opening must wait for the write lock, not fail with "database is locked" (the worker then gave up
+    for good and nothing was ever processed: a CI failure of test_ingest_auth)."""
+    writer = QueueWriter(path, "group")
+    holder = QueueReader(path)
+    holder.conn.execute("BEGIN IMMEDIATE")  # what a commit in progress looks like to another connection
+    opened: list[QueueReader] = []
+    failed: list[BaseException] = []
+
+    def open_reader() -> None:
+        try:
+            opened.append(QueueReader(path))
+        except BaseException as exc:  # reported below
+            failed.append(exc)
+
+    thread = threading.Thread(target=open_reader)
+    thread.start()
+    thread.join(0.3)
+    assert not failed, failed
+    holder.conn.execute("COMMIT")
+    thread.join(30)
+    assert not failed, failed
+    assert len(opened) == 1 and opened[0].stats().queued_events == 0
+    for r in (*opened, holder):
+        r.close()
+    writer.close()

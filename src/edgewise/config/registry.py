@@ -30,6 +30,7 @@ BUILTINS: dict[Kind, dict[str, str]] = {
         "window": "edgewise.steps.window:WindowStep",
         "dedupe": "edgewise.steps.dedupe:DedupeStep",
         "complete": "edgewise.steps.complete:CompleteStep",
+        "entwine": "edgewise.steps.entwine:EntwineStep",
     },
     "sources": {
         "stdin": "edgewise.sources.stdin:StdinSource",

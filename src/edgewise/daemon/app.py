@@ -34,6 +34,7 @@ from edgewise.daemon.queue import Append, QueueFull
 from edgewise.daemon.ratelimit import retry_after
 from edgewise.daemon.readauth import COOKIE, group_of
 from edgewise.daemon.replies import BodyRefused, problem, read_body, reply
+from edgewise.daemon.timeline_api import timeline_routes
 from edgewise.daemon.ui import DASHBOARD_HTML
 from edgewise.events import Batch
 from edgewise.sources.http import AuthError, HttpSource, anonymous_source
@@ -241,6 +242,7 @@ def build_app(daemon: Daemon) -> ASGIApp:
         Route("/openapi.json", openapi, methods=["GET"]),
         Route("/ui", ui, methods=["GET"]),
         *live_routes(daemon),
+        *timeline_routes(daemon),
     ]
     events = EventsEndpoint(daemon, finish, admit, source_for)
     routes.append(Route("/v1/events", events, methods=["POST"]))  # for 405 on other methods; POST goes direct

@@ -90,6 +90,7 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
     }}
     channel_param = {"name": "channel", "in": "path", "required": True,
                      "schema": {"type": "string", "pattern": CHANNEL_PATTERN}}
+    timeline_param = {"name": "step", "in": "path", "required": True, "schema": {"type": "string"}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "edgewise daemon", "version": __version__,
@@ -160,6 +161,25 @@ def openapi_document(sources: list[str] | None = None, steps: list[str] | None =
                               "413": _error("the body is over 8 MiB")}}},
             "/ui/map": {"get": {"summary": "live map of results", "operationId": "uiMap", "responses": {**READ_ERRORS,
                 "200": {"description": "an HTML page", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+            "/v1/timelines": {"get": {"summary": "the entwine steps' timelines", "operationId": "timelines",
+                                      "responses": {**READ_ERRORS, "200": _json("by step id", {"type": "object"})}}},
+            "/v1/timelines/{step}": {"get": {
+                "summary": "a timeline's timeline.json", "operationId": "timeline", "parameters": [timeline_param],
+                "responses": {**READ_ERRORS, "200": _json("format, public key, fields", {"type": "object"}),
+                              "404": _error("no such entwine step, or no entries yet")}}},
+            "/v1/timelines/{step}/head": {"get": {
+                "summary": "a timeline's last complete entry, as an anchor", "operationId": "timelineHead",
+                "parameters": [timeline_param],
+                "responses": {**READ_ERRORS,
+                              "200": _json("the head", {"type": "object", "required": ["timeline", "pos", "hash"]}),
+                              "404": _error("no such entwine step, or no entries yet")}}},
+            "/v1/timelines/{step}/entries": {"get": {
+                "summary": "a timeline's entries (NDJSON)", "operationId": "timelineEntries",
+                "parameters": [timeline_param],
+                "responses": {**READ_ERRORS,
+                              "200": {"description": "one entry per line",
+                                      "content": {"application/x-ndjson": {"schema": {"type": "string"}}}},
+                              "404": _error("no such entwine step, or no entries yet")}}},
         },
         "components": {"schemas": {"Error": ERROR, "Event": EVENT}},
     }

@@ -71,11 +71,25 @@ CREATE TABLE IF NOT EXISTS dead (
     error TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- the entries the workers finished most recently (the last `keep_recent` sequence numbers), kept for
+-- `edgewise serve --check-reload` to replay a changed pipeline file over
+CREATE TABLE IF NOT EXISTS recent (
+    seq INTEGER PRIMARY KEY,
+    source TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    body BLOB NOT NULL,
+    meta BLOB,
+    first INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    ids BLOB,
+    ingest_us INTEGER NOT NULL
+);
 -- event ids a source chose (webhook deliveries, mesh envelopes) accepted within its redelivery window: a
 -- redelivery is acknowledged and not queued again (writer.py); rows go once their window has passed
 CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, until_us INTEGER NOT NULL) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS seen_until ON seen (until_us);
-INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0);
+INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0),
+    ('keep_recent', 0);
 -- the counters follow the rows inside SQLite, in the same statement: an append is then one statement (one
 -- round trip between Python and SQLite, which matters because each one hands the GIL to the event loop).
 -- Deletes (acks, by workers) update the count once per transaction instead: a per-row trigger would lengthen the
@@ -196,6 +210,14 @@ def connect(path: str, *, synchronous: str = "NORMAL", max_bytes: int | None = N
     return conn
 
 
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create what is missing of the queue's tables. Its ``INSERT OR IGNORE`` takes the write lock even when the
+    rows exist, and busy_timeout is 0: a worker opening the queue while the daemon's writer commits (posts arriving
+    as the worker starts) must wait for the lock here, not fail and leave the queue unprocessed. Every statement is
+    idempotent, so a retry after a partial run is safe."""
+    retry_locked(lambda: conn.executescript(SCHEMA))
+
+
 @contextmanager
 def transaction(conn: sqlite3.Connection, timeout: float = 30.0) -> Iterator[sqlite3.Connection]:
     """A write transaction. The write lock is retried here every 0.2 ms rather than by SQLite's busy handler,
@@ -227,8 +249,14 @@ def _runs(entries: Sequence[Entry]) -> list[tuple[int, int]]:
 
 
 def _delete(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
-    """Remove entries and count them out."""
-    conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ?", _runs(entries))
+    """Remove entries and count them out; the daemon's ``--keep-recent`` newest stay in ``recent``."""
+    runs = _runs(entries)
+    keep = meta_value(conn, "keep_recent")
+    if keep > 0:
+        conn.executemany("INSERT OR REPLACE INTO recent SELECT seq, source, kind, body, meta, first, count, ids, "
+                         "ingest_us FROM entries WHERE seq BETWEEN ? AND ?", runs)
+        conn.execute("DELETE FROM recent WHERE seq <= (SELECT max(seq) FROM recent) - ?", (keep,))
+    conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ?", runs)
     conn.execute("UPDATE meta SET value = value - ? WHERE key = 'queued_events'", (sum(e.count for e in entries),))
 
 
@@ -246,7 +274,7 @@ class QueueReader:
         # a lost ack or lease only means an event is processed again (at-least-once): no fsync needed here
         self.conn = connect(path, synchronous="NORMAL")
         self.conn.execute("PRAGMA wal_autocheckpoint=0")  # see ``checkpoint``
-        self.conn.executescript(SCHEMA)
+        create_schema(self.conn)
         self._last_checkpoint = 0.0
 
     def lease(self, worker: int, max_events: int, max_entries: int = 1000) -> list[Entry]:
@@ -269,6 +297,19 @@ class QueueReader:
                 c.executemany("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 "
                               "WHERE seq BETWEEN ? AND ?", [(worker, a, b) for a, b in _runs(taken)])
         return taken
+
+    def keep_recent(self, entries: int) -> None:
+        """Keep the last ``entries`` sequence numbers of finished input in ``recent`` (0: none)."""
+        with transaction(self.conn) as c:
+            c.execute("UPDATE meta SET value = ? WHERE key = 'keep_recent'", (entries,))
+            if entries == 0:
+                c.execute("DELETE FROM recent")
+
+    def recent(self) -> list[Entry]:
+        """The finished input ``recent`` holds, oldest first."""
+        rows = self.conn.execute("SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, 0 FROM recent "
+                                 "ORDER BY seq").fetchall()
+        return [_entry(r) for r in rows]
 
     def ack(self, entries: Sequence[Entry]) -> None:
         """The entries' events went through every pipeline and sink: remove them."""

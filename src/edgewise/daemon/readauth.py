@@ -1,11 +1,12 @@
 """Read access: who may read what the daemon knows — its state, queue, metrics, pages and live channels.
 
 Endpoint groups: ``state`` (``/v1/state/…``), ``queue`` (``/v1/queue``), ``metrics`` (``/metrics``), ``ui``
-(``/ui``, ``/ui/map``) and ``live`` (``GET /v1/live…``). ``--protect`` names the protected ones; by default
-``state`` and ``queue`` are protected whenever any http source requires credentials (a daemon that guards its
-ingest should not hand out what it ingested), and nothing otherwise. A protected group takes a read token
-(``--read-token-env``: an environment variable holding one or more, comma-separated) as ``Authorization: Bearer``,
-or from a browser as the cookie a page's ``?token=`` sets (so its own requests and streams carry it).
+(``/ui``, ``/ui/map``), ``live`` (``GET /v1/live…``) and ``timelines`` (``GET /v1/timelines…``). ``--protect``
+names the protected ones; by default ``state`` and ``queue`` are protected whenever any http source requires
+credentials (a daemon that guards its ingest should not hand out what it ingested), and nothing otherwise. A
+protected group takes a read token (``--read-token-env``: an environment variable holding one or more,
+comma-separated) as ``Authorization: Bearer``, or from a browser as the cookie a page's ``?token=`` sets (so its
+own requests and streams carry it).
 Health (``/healthz``, ``/readyz``) and ``/openapi.json`` are always open.
 """
 
@@ -16,7 +17,7 @@ from http.cookies import CookieError, SimpleCookie
 
 from edgewise.sources.http import bearer_token, token_accepted
 
-GROUPS = ("state", "queue", "metrics", "ui", "live")
+GROUPS = ("state", "queue", "metrics", "ui", "live", "timelines")
 COOKIE = "edgewise_read"
 
 
@@ -34,6 +35,8 @@ def group_of(method: str, path: str) -> str | None:
         return "ui"
     if path == "/v1/live" or path.startswith("/v1/live/"):
         return "live"
+    if path == "/v1/timelines" or path.startswith("/v1/timelines/"):
+        return "timelines"
     return None
 
 

@@ -83,6 +83,8 @@ class DaemonOptions:
     """The environment variable holding the read tokens (comma-separated) of protected endpoints (readauth.py)."""
     protect: frozenset[str] | None = None
     """The protected endpoint groups; None: state and queue when any http source requires credentials."""
+    keep_recent: int = 1000
+    """Queue entries of finished input kept for ``--check-reload`` (the last N sequence numbers; 0: none)."""
 
     def __post_init__(self) -> None:
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -116,10 +118,11 @@ def load_spec(path: str, workers: int = 1) -> PipelineSpec:
         if s.type not in DAEMON_SOURCE_TYPES:
             raise ConfigError(f"source {s.id}: type {s.type} is read by `edgewise run`; the daemon takes "
                               f"{', '.join(DAEMON_SOURCE_TYPES)} sources (remove it, or run it with `edgewise run`)")
-    stateful = plan.stateful_steps()
-    if stateful and workers > 1:
-        raise ConfigError(f"step {stateful[0].id} keeps state per key, which needs events in order: run it with "
-                          "--workers 1 (stateless pipelines can use more)")
+    ordered = [s for p in plan.pipelines for s in p.steps if s.needs_order]
+    if ordered and workers > 1:
+        what = "appends to a timeline" if ordered[0].kind == "entwine" else "keeps state per key"
+        raise ConfigError(f"step {ordered[0].id} {what}, which needs events in order: run it with "
+                          "--workers 1 (pipelines without such steps can use more)")
     return PipelineSpec(path, text, base_dir, plan)
 
 
@@ -342,6 +345,7 @@ class Daemon:
         path = queue_path(self.data_dir)
         self.writer = QueueWriter(path, self.options.fsync, self.options.max_queue_bytes)
         self.reader = QueueReader(path)
+        self.reader.keep_recent(self.options.keep_recent)
 
     def _close_queue(self) -> None:
         if self.writer is not None:

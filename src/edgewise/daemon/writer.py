@@ -26,13 +26,13 @@ from dataclasses import replace
 import orjson
 
 from edgewise.daemon.queue import (
-    SCHEMA,
     Append,
     Appended,
     FsyncPolicy,
     QueueError,
     QueueFull,
     connect,
+    create_schema,
     is_full_error,
     meta_value,
     transaction,
@@ -56,7 +56,7 @@ class QueueWriter:
         # checkpoints (copying the WAL into the database, with an fsync) would run inside a group commit and hold
         # every waiting reply; workers run them instead, in their own processes (QueueReader.checkpoint)
         self.conn.execute("PRAGMA wal_autocheckpoint=0")
-        self.conn.executescript(SCHEMA)
+        create_schema(self.conn)
         self.fsync = fsync
         self.max_group = 1 if fsync == "always" else max_group
         self.next_event = meta_value(self.conn, "next_event")

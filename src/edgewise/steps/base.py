@@ -31,6 +31,9 @@ class Step(ABC):
     """The pydantic model of the step's fields."""
     per_event: ClassVar[bool] = False
     """True when ``process`` has side effects, so the engine never re-runs it on events it already handled."""
+    needs_order: ClassVar[bool] = False
+    """True when the step must see events in order, by one process (state per key, a timeline): the daemon then
+    runs its pipeline file with one worker."""
 
     def __init__(self, config: StepConfig) -> None:
         self.config = config

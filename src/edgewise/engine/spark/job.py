@@ -30,7 +30,7 @@ from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
     SPOOL_GLOB,
-    check_sources,
+    check_plan,
     envelope_sql,
     payload_sql,
     source_frame,
@@ -104,7 +104,7 @@ class SparkJob:
         self.report = report
         self.progress = progress
         self.only = pipelines
-        check_sources(plan)
+        check_plan(plan)
         os.makedirs(options.checkpoint, exist_ok=True)
         self.types = self._input_types()
         self.compiled = [self._compile(p) for p in plan.pipelines if not self.only or p.id in self.only]

@@ -99,7 +99,7 @@ def is_object_sql(parsed: str, line: str, envelope: str) -> str:
 
 def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
                  max_files: int | None = None, line_ids: bool = True) -> DataFrame:
-    """The events of one source, for a plan ``check_sources`` accepted (``SparkJob`` runs it first)."""
+    """The events of one source, for a plan ``check_plan`` accepted (``SparkJob`` runs it first)."""
     kind = source.type
     if kind == "file":
         from edgewise.engine.local import _base
@@ -120,15 +120,24 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
         from edgewise.engine.spark.nats import nats_frame
 
         return nats_frame(spark, source)
-    raise AssertionError(f"source {source.id} ({kind}): check_sources refuses it before a job is built")
+    raise AssertionError(f"source {source.id} ({kind}): check_plan refuses it before a job is built")
 
 
 SPARK_SOURCE_TYPES = ("file", "nats", "generator")
 
 
-def check_sources(plan: Plan) -> None:
-    """Refuse, before Spark starts, what the Spark engine cannot read, each problem at its file and line: a
-    source that is not replayable, an NDJSON spool that is not a directory, files that do not exist."""
+SPARK_REFUSED_STEPS = {
+    "entwine": "a timeline is one ordered, hash-chained log written by one process, and Spark runs a step in many "
+               "tasks at once; entwine on the edge daemon (or `edgewise run`) before the events reach Spark, or "
+               "after Spark in a daemon that reads its output",
+}
+"""Steps Spark does not run, and why (docs/spark.md)."""
+
+
+def check_plan(plan: Plan) -> None:
+    """Refuse, before Spark starts, what the Spark engine cannot read or run, each problem at its file and line: a
+    source that is not replayable, an NDJSON spool that is not a directory, files that do not exist, a step
+    Spark does not run."""
     from edgewise.engine.local import _base
     from edgewise.sources.file import FileSourceConfig
     from edgewise.sources.paths import FileSet
@@ -156,6 +165,12 @@ def check_sources(plan: Plan) -> None:
                     FileSet(path, source_id=source.id, as_written=source.path).files()
                 except EdgewiseError as exc:
                     problems.append(plan.error(("sources", i, "path"), str(exc)))
+    for i, pipeline in enumerate(plan.pipelines):
+        for j, step in enumerate(pipeline.steps):
+            why = SPARK_REFUSED_STEPS.get(step.kind)
+            if why:
+                problems.append(plan.error(("pipelines", i, "steps", j, step.kind),
+                                           f"step {step.id}: {step.kind} does not run on Spark: {why}"))
     if problems:
         raise ConfigError.of(problems)
 
