@@ -327,6 +327,8 @@ def compile_tee(stage: Stage, step: TeeStep) -> Stage:
         values[f"_tee{i}"] = exprs.sql(text)
     for name, sql in values.items():
         df = df.withColumn(name, f.expr(f"CASE WHEN _applies THEN {sql} END"))
+    # an event whose `when` or copy fails is neither copied nor passed on: it takes on_error, as locally
+    df, ok = with_step_error(df, exprs, stage.types)
     copy = stage.types.copy()  # the copy's layout: the event's, with the tee's own changes
     edit = F.Edit(copy)
     for i, path in enumerate((config.set or {}).keys()):
@@ -336,13 +338,13 @@ def compile_tee(stage: Stage, step: TeeStep) -> Stage:
         copy.hold(name, sql)
     if config.keep:
         F.keep_fields(copy, list(config.keep))
-    df = (df.withColumn("_copy", f.expr("CASE WHEN _applies THEN array(false, true) ELSE array(false) END"))
+    df = (df.withColumn("_copy", f.expr(f"CASE WHEN {ok} THEN array(false, true) ELSE array(false) END"))
             .withColumn("_copy", f.explode("_copy"))
             .withColumn("_record", f.expr(f"CASE WHEN _copy THEN {F.record_json(copy)} ELSE _record END"))
             .withColumn("id", f.expr(f"CASE WHEN _copy THEN concat(id, '#', {F.quote(step.id)}) ELSE id END"))
-            .withColumn("_to", f.expr(f"CASE WHEN _copy THEN {F.quote(config.to)} ELSE _to END"))
-            .drop("_copy", "_applies", *values))
-    return Stage(df, stage.types, stage.pipeline, stage.now_sql)
+            .withColumn("_to", f.expr(f"CASE WHEN _copy THEN {F.quote(config.to)} ELSE _to END")))
+    df = df.drop("_copy", *values)
+    return Stage(apply_on_error(stage, step, df, applies, exprs), stage.types, stage.pipeline, stage.now_sql)
 
 
 def compile_lookup(stage: Stage, step: LookupStep) -> Stage:

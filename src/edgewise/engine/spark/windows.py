@@ -127,7 +127,9 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
         fn = spec.function
         if fn == "count":
             aggs.append(f.expr("count(*)" if spec.argument is None else f"count({argument})").alias(column))
-        elif fn in ("sum", "avg", "min", "max"):
+        elif fn == "avg":  # a DOUBLE, as locally: over a DECIMAL Spark's avg keeps a scale of 4 (420.3333)
+            aggs.append(f.expr(f"avg(CAST({argument} AS DOUBLE))").alias(column))
+        elif fn in ("sum", "min", "max"):
             aggs.append(f.expr(f"{fn}({argument})").alias(column))
         elif fn == "count_distinct":
             aggs.append(f.expr(f"size(collect_set({argument}))").alias(column))
