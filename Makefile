@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install run test lint typecheck check bench fuzz spark-expected clean
+.PHONY: help install run run-hub test lint typecheck check bench fuzz spark-expected clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -25,6 +25,9 @@ install: $(BIN)/.installed  ## create .venv and install edgewise with its dev to
 
 run: $(BIN)/.core  ## the showcase: HSL buses replayed live into an edge daemon, on a map (edge core only, no Spark)
 	$(BIN)/python examples/hsl/showcase.py
+
+run-hub: $(BIN)/.installed  ## the showcase with its cells pipeline also on Spark, over the daemon's spool, onto the same map (needs Java 17)
+	$(BIN)/python examples/hsl/showcase.py --hub
 
 test: install  ## lint, type-check, then the test suite
 	$(BIN)/ruff check src tests bench tools examples

@@ -9,7 +9,14 @@
 5. on a terminal, keep the map up until Ctrl-C (the last windows close on it within a minute: the source is idle,
    so event time moves on with the clock); otherwise wait for those windows, then stop. Ctrl-C stops cleanly.
 
-out/showcase/ is replaced on every run, never appended to. Only the edge core is needed (no Spark, no services).
+With --hub (`make run-hub`) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would: after the
+replay, `edgewise spark --once` reads the spool the daemon wrote (out/showcase/spool: every message, with its id and
+event time), and its live sink posts the cell results to the daemon's channel `hub-cells`, shown by the same map
+(/ui/map?cells=hub-cells) beside the edge's own; without --stay the script then compares Spark's cells
+(out/showcase/hub.db) with the edge's, record by record. --hub needs the `spark` extra and Java 17.
+
+out/showcase/ is replaced on every run, never appended to. Only the edge core is needed (no Spark, no services),
+except for --hub.
 """
 
 from __future__ import annotations
@@ -25,14 +32,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
+import orjson
+import yaml
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 PIPELINE = HERE / "live.yaml"
 RECORDINGS = "data/hsl-hfp-apc-dumps/*/hfp.dump"
-RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sink writes here too
+RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sink and spool write here too
+HUB_CHANNEL = "hub-cells"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,9 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     stay.add_argument("--stay", dest="stay", action="store_true", default=None,
                       help="keep the map up after the replay until Ctrl-C (the default on a terminal)")
     stay.add_argument("--no-stay", dest="stay", action="store_false", help="stop when the replay is done")
+    parser.add_argument("--hub", action="store_true",
+                        help="also run the cells pipeline on Spark over the daemon's spool, onto the same map")
     args = parser.parse_args(argv)
     edgewise = str(Path(sys.executable).with_name("edgewise"))
     stay_up = sys.stdin.isatty() if args.stay is None else args.stay
+    hub: Hub | None = None
 
     shutil.rmtree(RUN_DIR, ignore_errors=True)
     RUN_DIR.mkdir(parents=True)
@@ -61,16 +75,26 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         pace = "as fast as possible" if args.speed == "max" else f"at {args.speed}x their recorded pace"
         print(f"showcase: the map:        {url}/ui/map\n"
-              f"showcase: the operations: {url}/ui\n"
-              f"showcase: replaying the HSL recordings {pace} (Ctrl-C stops)", flush=True)
+              f"showcase: the operations: {url}/ui", flush=True)
+        if args.hub:
+            hub = Hub(edgewise, url)
+            print(f"showcase: Spark's cells:  {url}/ui/map?cells={HUB_CHANNEL} (after the replay)", flush=True)
+        print(f"showcase: replaying the HSL recordings {pace} (Ctrl-C stops)", flush=True)
         replay = subprocess.run([edgewise, "replay", RECORDINGS, "--speed", args.speed, "--max-gap", "2s",
                                  "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT, preexec_fn=die_with_parent)
         if replay.returncode != 0:
             print("showcase: the replay failed (see above)", file=sys.stderr)
             return 1
-        summary = wait_done(url, close_windows=not stay_up)  # staying, the map shows them as they close
-        print(f"showcase: {summary}; cell results in {RUN_DIR.relative_to(ROOT) / 'hsl.db'} "
+        processed = wait_processed(url)
+        # Spark does not need the edge's last windows closed: it runs while they close
+        if hub is not None and not hub.finish():
+            return 1
+        if not stay_up:  # staying, the map shows them as they close
+            wait_closed(LAST_WINDOWS_S - (time.monotonic() - processed))
+        print(f"showcase: {summary(url)}; cell results in {RUN_DIR.relative_to(ROOT) / 'hsl.db'} "
               f"({count_cells(RUN_DIR / 'hsl.db')} rows in table cells)", flush=True)
+        if hub is not None and not stay_up:
+            print(f"showcase: {compare_cells(RUN_DIR / 'hsl.db', RUN_DIR / 'hub.db')}", flush=True)
         if stay_up:
             print(f"showcase: the map stays up at {url}/ui/map; Ctrl-C stops", flush=True)
             while daemon.poll() is None:
@@ -110,19 +134,27 @@ LAST_WINDOWS_S = 5 + 30 + 10 + 2
 the last window's end (30 s windows) and watermark (10 s); 2 s to spare."""
 
 
-def wait_done(url: str, close_windows: bool, timeout: float = 300) -> str:
-    """Wait until the daemon processed everything (and, with ``close_windows``, until the last windows closed),
-    then say what it did."""
+def wait_processed(url: str, timeout: float = 300) -> float:
+    """Wait until the daemon processed everything; when that was (time.monotonic())."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         q = httpx.get(f"{url}/v1/queue", timeout=5).json()
         if q["queued_events"] == 0 and q["in_flight_entries"] == 0:
             break
         time.sleep(0.5)
-    if close_windows:
-        print(f"showcase: waiting {LAST_WINDOWS_S} s for the last windows to close (the source is idle, so event "
+    return time.monotonic()
+
+
+def wait_closed(seconds: float) -> None:
+    """Wait the rest of LAST_WINDOWS_S for the last windows to close."""
+    if seconds > 0:
+        print(f"showcase: waiting {seconds:.0f} s for the last windows to close (the source is idle, so event "
               "time moves on with the clock)", flush=True)
-        time.sleep(LAST_WINDOWS_S)
+        time.sleep(seconds)
+
+
+def summary(url: str) -> str:
+    """What the daemon did."""
     q = httpx.get(f"{url}/v1/queue", timeout=5).json()
     live = q.get("live", {})
     late = sum(s["outcomes"].get("late", 0) for s in q["steps"])
@@ -135,6 +167,75 @@ def count_cells(path: Path) -> int:
         return 0
     with contextlib.closing(sqlite3.connect(path)) as db:
         return int(db.execute("SELECT count(*) FROM cells").fetchone()[0])
+
+
+class Hub:
+    """live.yaml's `cells` pipeline on Spark, over the daemon's spool, publishing to the daemon's map."""
+
+    def __init__(self, edgewise: str, url: str) -> None:
+        self.edgewise = edgewise
+        self.url = url
+        self.file = RUN_DIR / "hub.yaml"
+        self.checkpoint = RUN_DIR / "hub-checkpoint"
+        self.log = RUN_DIR / "hub.log"
+        self.file.write_text(yaml.safe_dump(hub_pipeline_file(url), sort_keys=False))
+
+    def finish(self) -> bool:
+        """Once the spool is complete: `edgewise spark --once` over it (it reads every segment, then ends the
+        input, which closes the last windows: Spark's watermark moves only with data)."""
+        wait_sealed(RUN_DIR / "spool")
+        print("showcase: running the cells pipeline on Spark over the daemon's spool (edgewise spark --once; "
+              f"its log: {self.log.relative_to(ROOT)})", flush=True)
+        with open(self.log, "ab") as log:
+            once = subprocess.run([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
+                                   "--once"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                  preexec_fn=die_with_parent)
+        if once.returncode != 0:
+            print(f"showcase: the Spark job failed; its log:\n{self.log.read_text(errors='replace')[-3000:]}",
+                  file=sys.stderr)
+            return False
+        live = httpx.get(f"{self.url}/v1/queue", timeout=5).json().get("live", {})
+        print(f"showcase: Spark's cell results in {(RUN_DIR / 'hub.db').relative_to(ROOT)} "
+              f"({count_cells(RUN_DIR / 'hub.db')} rows in table cells); "
+              f"{live.get(HUB_CHANNEL, {}).get('published', 0)} to the map", flush=True)
+        return True
+
+
+def hub_pipeline_file(url: str) -> dict[str, Any]:
+    """live.yaml's `cells` pipeline as a Spark job: it reads the daemon's spool, and its sinks are the daemon's
+    channel HUB_CHANNEL (a live sink with `url:`) and out/showcase/hub.db. Written into the run folder, so its
+    relative paths are there."""
+    edge = yaml.safe_load(PIPELINE.read_text())
+    cells = next(p for p in edge["pipelines"] if p["id"] == "cells")
+    return {
+        "version": 1, "name": "hsl-hub", "event_time": edge["event_time"],
+        "sources": [{"id": "spool", "type": "file", "path": "spool"}],
+        "pipelines": [cells],
+        "sinks": [{"id": "map-cells", "type": "live", "channel": HUB_CHANNEL, "url": url},
+                  {"id": "cells-db", "type": "sqlite", "path": "hub.db", "table": "cells"}],
+    }
+
+
+def wait_sealed(spool: Path, timeout: float = 30) -> None:
+    """Until the daemon's spool has no segment being written (its worker seals one at each commit)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(spool.glob("*.open")):
+        time.sleep(0.2)
+
+
+def compare_cells(edge_db: Path, hub_db: Path) -> str:
+    """The edge's and Spark's cell results, record by record (numbers by value: docs/spark.md)."""
+    from edgewise.engine.spark.fixtures import by_value
+
+    def rows(path: Path) -> dict[str, Any]:
+        with contextlib.closing(sqlite3.connect(path)) as db:
+            return {i: by_value(orjson.loads(p)) for i, p in db.execute("SELECT id, payload FROM cells")}
+
+    edge, hub = rows(edge_db), rows(hub_db)
+    differ = sorted(i for i in edge.keys() | hub.keys() if edge.get(i) != hub.get(i))
+    if not differ:
+        return f"Spark's {len(hub)} cell results equal the edge's"
+    return f"Spark's cell results differ from the edge's in {len(differ)} of {len(edge | hub)}: {differ[:5]}"
 
 
 def stop(daemon: subprocess.Popen[bytes]) -> None:

@@ -1,0 +1,45 @@
+"""`make run-hub`: the showcase with its `cells` pipeline also on Spark (examples/hsl/showcase.py --hub). After the
+replay `edgewise spark --once` reads the spool the edge daemon wrote and posts its cell results to the daemon's live
+channel `hub-cells`. Spark's cells must equal a plain batch computation over the same lines and the edge's own, and
+the map's channel must have received every one of them. Runs in a copy of the tree."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.hsl_oracle import cells, positions
+
+
+def _cells(db: Path) -> dict[tuple[str, str], tuple[int, int]]:
+    with sqlite3.connect(db) as conn:
+        rows = [json.loads(p) for (p,) in conn.execute("SELECT payload FROM cells")]
+    got = {(r["cell"], r["window_start"]): (r["vehicles"], r["positions"]) for r in rows}
+    assert len(rows) == len(got)
+    return got
+
+
+@pytest.mark.slow
+def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path: Path) -> None:
+    (tmp_path / "examples" / "hsl").mkdir(parents=True)
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    for name in ("live.yaml", "showcase.py"):
+        shutil.copy(ROOT / "examples" / "hsl" / name, tmp_path / "examples" / "hsl" / name)
+    done = subprocess.run([sys.executable, "examples/hsl/showcase.py", "--hub", "--speed", "max", "--no-stay"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    run_dir = tmp_path / "out" / "showcase"
+    log = (run_dir / "hub.log").read_text(errors="replace") if (run_dir / "hub.log").exists() else ""
+    assert done.returncode == 0, done.stdout + done.stderr + log[-3000:]
+    assert "/ui/map?cells=hub-cells" in done.stdout
+    oracle = cells(positions())
+    assert _cells(run_dir / "hub.db") == oracle == _cells(run_dir / "hsl.db")
+    assert f"Spark's {len(oracle)} cell results equal the edge's" in done.stdout
+    assert f"({len(oracle)} rows in table cells); {len(oracle)} to the map" in done.stdout
+    assert "Traceback" not in log and "Exception" not in log, log[-3000:]
