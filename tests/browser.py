@@ -52,14 +52,20 @@ class Page:
         return str(self.evaluate(f"document.getElementById({json.dumps(element_id)}).textContent"))
 
     def wait_for(self, expression: str, timeout: float = 20.0) -> Any:
-        """Poll a JavaScript expression until it is truthy; its value."""
+        """Poll a JavaScript expression until it is truthy; its value. An expression that throws is not true yet
+        (the page may still be loading: on a loaded machine a new tab's document is about:blank for a while)."""
         deadline = time.monotonic() + timeout
         while True:
-            value = self.evaluate(expression)
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not true after {timeout} s: {expression}")
+            try:
+                value = self.evaluate(expression)
+            except AssertionError as exc:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not true after {timeout} s: {exc}") from None
+            else:
+                if value:
+                    return value
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"not true after {timeout} s: {expression}")
             time.sleep(0.1)
 
     def screenshot(self, path: Path) -> None:
@@ -98,6 +104,8 @@ class Browser:
         page = Page(socket)
         page.call("Page.enable")
         page.call("Runtime.enable")
+        # a new tab starts on about:blank: wait until it shows the page asked for
+        page.wait_for(f"location.href.startsWith({json.dumps(url)}) && document.readyState === 'complete'", 60)
         return page
 
     def close(self) -> None:

@@ -7,10 +7,12 @@ live in ``<checkpoint>/<pipeline id>``: a restarted job resumes where the killed
 micro-batch in flight, which the idempotent writers make harmless (exactly-once results).
 
 ``--once`` (Spark's ``availableNow``) processes what the sources hold and stops. Spark's append mode never
-emits a window that is still open when the input ends, so ``--once`` then sends an end-of-input marker (an event
+emits a window that is still open when the input ends, so ``--once`` also sends an end-of-input marker (an event
 time far in the future, routed past every step) through each pipeline with event-time state (a window, an
 event-time ``complete``): the watermark passes every window and deadline, and the last results come out, as at
-the end of a local run. A checkpoint flushed that way has its
+the end of a local run. Where the sources are read in one micro-batch (file spools, generators) the marker is read
+with the data, and the one micro-batch after it, without data, gives every result; otherwise it follows in a
+run of its own once the data is processed. A checkpoint flushed that way has its
 watermark at the end of time, so further input would be late; run ``--once`` on a checkpoint that is done.
 """
 
@@ -346,6 +348,12 @@ class SparkJob:
 
     def run(self) -> None:
         """Run until the queries stop (``--once``: until the input is processed and event-time state flushed)."""
+        flushed = [c for c in self.compiled if c.flushed] if self.options.once and self.options.flush else []
+        # the marker goes with the data where the data is read in one micro-batch: the next one, with no data,
+        # then closes every window and deadline (two micro-batches in all, not four)
+        with_data = [c for c in flushed if not c.clock_timers] if self._read_in_one_batch() else []
+        for c in with_data:
+            write_end_marker(self._end_dir(c.pipeline.id))
         self.start()
         if not self.options.once:
             try:
@@ -354,8 +362,8 @@ class SparkJob:
                 raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
             return
         self.await_all()
-        flushed = [c for c in self.compiled if c.flushed]
-        if flushed and self.options.flush:
+        flushed = [c for c in flushed if c not in with_data]
+        if flushed:
             for c in flushed:
                 write_end_marker(self._end_dir(c.pipeline.id))
             self.start(flushed)
@@ -368,6 +376,13 @@ class SparkJob:
                     write_end_marker(self._end_dir(c.pipeline.id), "part-end-2")
                 self.start(again)
                 self.await_all(again)
+
+    def _read_in_one_batch(self) -> bool:
+        """``availableNow`` reads everything the sources hold in its first micro-batch: file spools and
+        generators, without ``max_files_per_trigger`` (with it, a marker read with the first files would make the
+        later ones late). Other sources (NATS) are flushed after their data, in a run of their own."""
+        return self.options.max_files_per_trigger is None and all(
+            s.type in ("file", "generator") for s in self.plan.sources)
 
     def await_all(self, compiled: list[CompiledPipeline] | None = None) -> None:
         for c in compiled or self.compiled:

@@ -1,0 +1,60 @@
+"""`--once` ends the input without extra micro-batches (issue 17): where the sources are read in one micro-batch,
+the end-of-input marker is read with the data and the next micro-batch (without data) gives every result. Counted
+by Spark's own commit log, not by timing; the results are the local engine's."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edgewise.config import load_text_plan
+from edgewise.engine.local import LocalEngine
+from edgewise.testing import FakeClock, ListSink
+from tests.fuzz.oracles import canonical
+from tests.spark.test_sources_and_sinks import _collecting, _segment
+
+WINDOWED = """
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+      - window: {id: w, key: [k], tumbling: 10s, watermark: 5s, aggs: {n: count(), s: sum(x)}}
+"""
+KEYED = WINDOWED.replace("window: {id: w, key: [k], tumbling: 10s, watermark: 5s, aggs: {n: count(), s: sum(x)}}",
+                         "complete: {id: c, key: k, parts: {a: \"x = 1\", b: \"x = 2\"}, timeout: 10s, into: progress}")
+
+
+def _micro_batches(checkpoint: Path) -> list[int]:
+    commits = checkpoint / "p" / "commits"
+    return sorted(int(name) for name in os.listdir(commits) if name.isdigit())
+
+
+def _local(text: str, base: Path) -> list[Any]:
+    from edgewise.config import BuildContext
+
+    plan = load_text_plan(text, file=str(base / "pipeline.yaml"), base_dir=str(base))
+    sink = ListSink()
+    LocalEngine(plan, clock=FakeClock(0), sinks={"<stdout>": sink}).run(
+        [plan.source_classes[s.id](s, BuildContext(str(base))) for s in plan.sources])
+    return sorted(canonical(r) for r in sink.records)
+
+
+@pytest.mark.parametrize("text", [WINDOWED, KEYED], ids=["window", "event-time complete"])
+def test_once_runs_one_micro_batch_beyond_the_data(spark: Any, tmp_path: Path, text: str) -> None:
+    spool = tmp_path / "in"
+    spool.mkdir()
+    events = [{"k": k, "t": t, "x": x} for k, t, x in
+              [("a", 1, 1), ("b", 2, 2), ("a", 12, 2), ("b", 25, 1), ("a", 40, 1)]]
+    _segment(spool, 1, [json.dumps(e) for e in events[:3]])
+    _segment(spool, 2, [json.dumps(e) for e in events[3:]])
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    remote = sorted(canonical(r) for _, r in got.get("", []))
+    assert remote == _local(text, tmp_path)
+    assert len(remote) >= 3  # windows and completions closed by the end of input, not only by later data
+    assert _micro_batches(tmp_path / "ck") == [0, 1]  # the data (and the marker), then one without data
