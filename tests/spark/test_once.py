@@ -15,19 +15,15 @@ from edgewise.config import load_text_plan
 from edgewise.engine.local import LocalEngine
 from edgewise.testing import FakeClock, ListSink
 from tests.fuzz.oracles import canonical
+from tests.spark.test_messy_input import SPOOL_EVENT_TIME
 from tests.spark.test_sources_and_sinks import _collecting, _segment
 
-WINDOWED = """
-version: 1
-event_time: "timestamp_seconds(t)"
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: p
-    steps:
+WINDOWED = SPOOL_EVENT_TIME + """
       - window: {id: w, key: [k], tumbling: 10s, watermark: 5s, aggs: {n: count(), s: sum(x)}}
 """
-KEYED = WINDOWED.replace("window: {id: w, key: [k], tumbling: 10s, watermark: 5s, aggs: {n: count(), s: sum(x)}}",
-                         "complete: {id: c, key: k, parts: {a: \"x = 1\", b: \"x = 2\"}, timeout: 10s, into: progress}")
+KEYED = SPOOL_EVENT_TIME + """
+      - complete: {id: c, key: k, parts: {a: "x = 1", b: "x = 2"}, timeout: 10s, into: progress}
+"""
 
 
 def _micro_batches(checkpoint: Path) -> list[int]:
