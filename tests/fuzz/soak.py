@@ -139,17 +139,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"ERROR {oracle} (seed {seed}):\n{traceback.format_exc()}", flush=True)
                 failures.append(Path("<error>"))
                 if spark is not None and _stopped(spark):  # the JVM side is gone: later rounds need a new one
-                    print("soak: the Spark session stopped; starting a new one", flush=True)
-                    with contextlib.suppress(Exception):
-                        spark.stop()  # clears the driver's handle, so that a new session is made
-                    spark = _new_spark()
+                    print("soak: the Spark session stopped; starting a new JVM", flush=True)
+                    spark = _new_jvm(spark)
             seed = (seed + 1) % 2**32
             if oracle == "spark" and spark is not None and counts["spark"] >= spark_fresh_at:
-                # a long-lived driver keeps what each finished query left (status store, listeners) and ran out
-                # of heap after ~150 queries, failing every later example: a fresh session now and then
-                with contextlib.suppress(Exception):
-                    spark.stop()
-                spark = _new_spark()
+                # a long-lived driver keeps what each finished query left (status store, listeners, generated
+                # classes) and ran out of heap after ~150-200 queries, failing every later example. A new session
+                # in the same JVM kept that heap (a soak still died of it at 195): a new JVM now and then
+                spark = _new_jvm(spark)
                 spark_fresh_at = counts["spark"] + SPARK_EXAMPLES_PER_SESSION
         rounds += 1
         left = max(0.0, deadline - time.monotonic())
@@ -165,6 +162,25 @@ def _new_spark() -> Any:
 
     return spark_session("local[2]", app="edgewise-fuzz", shuffle_partitions=2,
                          conf={"spark.default.parallelism": "2"})
+
+
+def _new_jvm(spark: Any) -> Any:
+    """Stop the session and the JVM behind it (PySpark's gateway process), then start both anew."""
+    from pyspark import SparkContext
+
+    with contextlib.suppress(Exception):
+        spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is not None:
+        with contextlib.suppress(Exception):
+            gateway.shutdown()
+        process = getattr(gateway, "proc", None)
+        if process is not None:
+            process.kill()
+            process.wait()
+    SparkContext._gateway = None  # the next session launches a new gateway (and JVM)
+    SparkContext._jvm = None
+    return _new_spark()
 
 
 def _stopped(spark: Any) -> bool:
