@@ -87,33 +87,34 @@ def test_an_untouched_timeline_verifies_with_the_owners_key(timeline: tuple[Path
     assert b"6 entries hold" in done.stdout
 
 
+def _assert_bad_at(directory: Path, public: str, lines: list[bytes], position: int) -> None:
+    """The timeline rewritten with ``lines`` fails `verify` under the owner's key, naming ``position``."""
+    _write(directory, lines)
+    done = _verify(str(directory), "--pubkey", public)
+    assert done.returncode == 1 and f"position {position} is bad".encode() in done.stdout, done.stdout
+
+
 def test_one_changed_byte_fails_at_its_position(timeline: tuple[Path, str]) -> None:
     directory, public = timeline
     lines = _lines(directory)
     entry = lines[3]
     i = entry.index(b'"digest":"') + len(b'"digest":"')
     lines[3] = entry[:i] + (b"0" if entry[i:i + 1] != b"0" else b"1") + entry[i + 1:]
-    _write(directory, lines)
-    done = _verify(str(directory), "--pubkey", public)
-    assert done.returncode == 1 and b"position 3 is bad" in done.stdout, done.stdout
+    _assert_bad_at(directory, public, lines, 3)
 
 
 def test_a_dropped_entry_fails_where_it_was(timeline: tuple[Path, str]) -> None:
     directory, public = timeline
     lines = _lines(directory)
     del lines[2]
-    _write(directory, lines)
-    done = _verify(str(directory), "--pubkey", public)
-    assert done.returncode == 1 and b"position 2 is bad" in done.stdout, done.stdout
+    _assert_bad_at(directory, public, lines, 2)
 
 
 def test_two_swapped_entries_fail_at_the_first(timeline: tuple[Path, str]) -> None:
     directory, public = timeline
     lines = _lines(directory)
     lines[1], lines[4] = lines[4], lines[1]
-    _write(directory, lines)
-    done = _verify(str(directory), "--pubkey", public)
-    assert done.returncode == 1 and b"position 1 is bad" in done.stdout, done.stdout
+    _assert_bad_at(directory, public, lines, 1)
 
 
 def test_a_timeline_signed_again_with_another_key_fails_under_the_owners(timeline: tuple[Path, str],
