@@ -1,9 +1,10 @@
 """``replay`` at ``speed: max`` against the ``file`` source, on the same recording.
 
-The bundled HSL recordings (13 files, 3,690 lines) are copied ``--copies`` times into a temporary directory, as if
-recorded on as many days. Each round reads them to the end twice in this process, alternating: once with a
-``file`` source (``format: hfp``, files one after the other) and once with a ``replay`` source (``speed: max``:
-the same lines merged across all files by receive time). Both start from a built source with the same files and
+The bundled HSL recordings (13 files, 3,690 lines) are copied ``--copies`` times into a temporary directory (the
+copies keep their receive times: the merge's worst case, every receive time shared by ``--copies`` files). Each
+round reads them to the end twice in this process, alternating: once with a ``file`` source (``format: hfp``,
+files one after the other) and once with a ``replay`` source (``speed: max``: the same lines merged across all
+files by receive time). Both start from a built source with the same files and
 end at the last batch; nothing downstream. Reports lines/s and the ratio replay / file.
 
     .venv/bin/python bench/replay.py [--copies 20] [--rounds 5]

@@ -4,6 +4,7 @@ the other formats, and the command's stdout target (the daemon and MQTT targets:
 
 from __future__ import annotations
 
+import heapq
 import json
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from edgewise.clock import FakeClock, SystemClock
 from edgewise.config import BuildContext
+from edgewise.sources import recording
 from edgewise.sources.base import SourceContext
 from edgewise.sources.file import FileSource, FileSourceConfig
 from edgewise.sources.pacing import Pacer
@@ -78,30 +80,42 @@ def test_a_line_recorded_before_the_previous_one_is_sent_at_once(tmp_path: Path)
                                                                     (6_000_000, [3])]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 20_000), max_size=12), min_size=1, max_size=4),
-       st.sampled_from([1.0, 7.5, "max"]))
-@example(files=[[1001]], speed=1.0)  # found by this test: the recording writer truncated 1.001 s to 1000999 µs
-def test_files_merge_in_receive_order_and_every_line_arrives_once(tmp_path_factory, files, speed) -> None:
-    """Oracle: the lines of all files sorted by receive time (ties: file order) and their ``file`` source ids."""
-    base = tmp_path_factory.mktemp("rec")
-    expected = []
+       st.sampled_from([1.0, 7.5, "max"]), st.booleans(), st.sampled_from([1, 300, None]))
+@example(files=[[1001]], speed=1.0, in_order=True, read_bytes=None)  # found by this test: the recording writer
+# truncated 1.001 s to 1000999 µs
+def test_files_merge_in_receive_order_and_every_line_arrives_once(tmp_path_factory, files, speed, in_order,
+                                                                  read_bytes) -> None:
+    """Oracle: a line-by-line merge of the files by receive time (ties: file order), ``heapq.merge``, which sends
+    a line recorded before the one preceding it in its file right after that one; ids as the ``file`` source's.
+    ``read_bytes`` makes the merge read its files in blocks of about that many bytes (1: a line at a time)."""
+    with pytest.MonkeyPatch.context() as patch:
+        if read_bytes is not None:
+            patch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
+            patch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+        merged_as_oracle_says(tmp_path_factory.mktemp("rec"), files, speed, in_order)
+
+
+def merged_as_oracle_says(base: Path, files: list[list[int]], speed: float | str, in_order: bool) -> None:
+    per_file = []
     for k, offsets_ms in enumerate(files):
-        offsets = sorted(offsets_ms)
+        offsets = sorted(offsets_ms) if in_order else offsets_ms
         write_recording(base / f"day{k}" / "hfp.dump", [ms / 1000 for ms in offsets], veh=k)
-        expected += [(T0 + ms * 1000, k, f"r:day{k}/hfp.dump:{i + 1}") for i, ms in enumerate(offsets)]
-    expected.sort(key=lambda e: (e[0], e[1]))
+        per_file.append([(T0 + ms * 1000, k, i + 1) for i, ms in enumerate(offsets)])
+    expected = [f"r:day{k}/hfp.dump:{line}" for _, k, line in heapq.merge(*per_file)]
     batches, problems = read(source(base / "*" / "hfp.dump", speed=speed), batch_size=3)
     assert problems == []
     ids = [i for _, batch_ids, _ in batches for i in batch_ids]
-    assert ids == [e[2] for e in expected]
-    at = [receive_time_us(p["received_at"]) for _, _, ps in batches for p in ps]
-    assert at == sorted(at)
-    if speed != "max":  # a message goes out when due, or with a batch sent less than MIN_WAIT_S before it is due
-        first = min(e[0] for e in expected) if expected else 0
+    assert ids == expected
+    if speed != "max":  # a message goes out when due (when the latest one recorded before it is), or with a
+        # batch sent less than MIN_WAIT_S before it is due
+        first = next(heapq.merge(*per_file))[0] if expected else 0  # the pace counts from the first one out
+        latest = first
         for ingest, _, ps in batches:
             for p in ps:
-                due = int((receive_time_us(p["received_at"]) - first) / float(speed))
+                latest = max(latest, receive_time_us(p["received_at"]))
+                due = int((latest - first) / float(speed))
                 assert 0 <= due - ingest < MIN_WAIT_S * 1_000_000
 
 
@@ -119,8 +133,13 @@ def test_replay_gives_the_events_and_ids_the_file_source_gives(tmp_path: Path) -
     assert received == sorted(received)
 
 
-def test_dedupe_lines_keeps_one_of_each_line_the_overlapping_recordings_share() -> None:
-    """Oracle: the distinct lines of all the bundled recordings (four of them record the same bus, same times)."""
+@pytest.mark.parametrize("read_bytes", [None, 2048], ids=["whole-files", "small-blocks"])
+def test_dedupe_lines_keeps_one_of_each_line_the_overlapping_recordings_share(monkeypatch, read_bytes) -> None:
+    """Oracle: the distinct lines of all the bundled recordings (four of them record the same bus, same times);
+    also with the merge reading a few lines of each file at a time (an instant's lines split across blocks)."""
+    if read_bytes is not None:
+        monkeypatch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
+        monkeypatch.setattr(recording, "MIN_READ_BYTES", read_bytes)
     distinct = set()
     for path in sorted(HSL.glob("*/hfp.dump")):
         distinct |= {line.rstrip(b"\r\n") for line in path.read_bytes().splitlines() if line.strip()}
@@ -152,8 +171,12 @@ def test_a_bad_line_in_the_middle_is_reported_and_the_rest_replayed(tmp_path: Pa
     rec.write_text("\n".join(lines) + "\n")
     batches, problems = read(source(rec, speed=1))
     assert [p["n"] for _, _, ps in batches for p in ps] == [0, 4]
-    assert [p.split(": ", 1)[0] for p in problems] == [f"{rec}:2", f"{rec}:3", f"{rec}:4"]
-    assert "receive time 'yesterday'" in problems[2]
+    # lines without a receive time are found when read, a payload that does not decode when it is due
+    by_line = dict(p.split(": ", 1) for p in problems)
+    assert sorted(by_line) == [f"{rec}:2", f"{rec}:3", f"{rec}:4"]
+    assert "malformed HFP JSON" in by_line[f"{rec}:2"]
+    assert "the receive time 'garbage'" in by_line[f"{rec}:3"]
+    assert "the receive time 'yesterday'" in by_line[f"{rec}:4"]
 
 
 def test_ndjson_and_csv_recordings_take_their_time_field(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from edgewise.events import Batch
 from edgewise.sinks.base import Sink, SinkContext, SinkRunner
 from edgewise.sources.base import SourceContext
 from edgewise.sources.formats import split_hfp_line
-from edgewise.sources.recording import Recorded
+from edgewise.sources.recording import Run
 from edgewise.sources.replay import ReplaySource, ReplaySourceConfig
 
 PUSHBACK_RETRY = RetryPolicy(attempts=20, backoff=100_000, max_backoff=2_000_000)
@@ -50,7 +50,7 @@ class ReplayReport:
 class Target:
     """Where replayed records go."""
 
-    def send(self, records: list[Recorded], batch: Batch) -> None:
+    def send(self, run: Run, batch: Batch) -> None:
         raise NotImplementedError
 
     def close(self) -> None:  # optional hook
@@ -65,7 +65,7 @@ class SinkTarget(Target):
         self.runner = SinkRunner(sink, time.sleep)
         sink.open(SinkContext(SystemClock(), sys.stdout.buffer))
 
-    def send(self, records: list[Recorded], batch: Batch) -> None:
+    def send(self, run: Run, batch: Batch) -> None:
         self.runner.write(batch)
         self.sink.flush()
 
@@ -90,12 +90,12 @@ class RecordedMqtt(Target):
         self.client.connect_async(host, port)
         self.client.loop_start()
 
-    def send(self, records: list[Recorded], batch: Batch) -> None:
+    def send(self, run: Run, batch: Batch) -> None:
         if not self.connected.wait(self.timeout_s):
             raise SinkError(f"{self.where}: not connected after {self.timeout_s:g} s")
         infos = []
-        for record in records:
-            _, topic, body = split_hfp_line(record.raw)
+        for raw in run.raws:
+            _, topic, body = split_hfp_line(raw)
             infos.append(self.client.publish(topic, body, qos=1))
         for info in infos:
             info.wait_for_publish(self.timeout_s)
@@ -149,12 +149,12 @@ def replay(config: ReplaySourceConfig, to: str, *, token: str | None = None) -> 
     target = target_for(to, config, token)
     started = time.monotonic()
     try:
-        for _, records in source.groups(ctx):
+        for _, run in source.groups(ctx):
             now = ctx.clock.now_us()
-            batch = Batch([r.payload for r in records], source=source.id, ingest_time_us=now,
-                          event_times=[now] * len(records), offsets=[r.line for r in records])
-            target.send(records, batch)
-            report.sent += len(records)
+            batch = Batch(run.payloads, source=source.id, ingest_time_us=now, event_times=[now] * len(run),
+                          offsets=run.lines)
+            target.send(run, batch)
+            report.sent += len(run)
     finally:
         target.close()
         report.seconds = time.monotonic() - started

@@ -21,7 +21,7 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
     holds a blank or bad line is redone line by line.
     """
     first = 1
-    for lines in _line_chunks(stream, ctx.batch_size * 128):  # about batch_size lines of typical events
+    for lines in line_chunks(stream, ctx.batch_size * 128):  # about batch_size lines of typical events
         numbers = range(first, first + len(lines))
         first += len(lines)
         payloads = ndjson_batch(lines) if decoder is None else None
@@ -35,7 +35,7 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
             yield batch if decoder is not None else unwrap_envelopes(batch)
 
 
-def _line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
+def line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
     """Lists of whole lines, as soon as they are available: ``read1`` returns what a pipe holds instead of
     waiting for ``size`` bytes, so a slow producer (``tail -f | edgewise run``) sees its events processed."""
     read = getattr(stream, "read1", stream.read)

@@ -5,8 +5,8 @@ field (``<receive time> <topic> <JSON>``, what HSL's recorders write), for the o
 the decoded record: an ISO-8601 text (``2024-02-13T16:33:00.005Z``), an Apache log time
 (``10/Oct/2000:13:55:36 -0700``) or a number of ``time_unit`` since the Unix epoch.
 
-Files are merged by receive time (each file is read lazily, in its own order: a line earlier than the one before it
-in its file is replayed at once). Overlapping recordings often hold the same message more than once; with
+Files are merged by receive time (each file is read a block at a time, in its own order: a line earlier than the
+one before it in its file is replayed at once). HFP lines are merged as bytes and decoded when they go out. Overlapping recordings often hold the same message more than once; with
 ``dedupe_lines`` a line identical, byte for byte, to one already replayed at the same receive time is left out
 (the first file, in name order, keeps it), which takes memory for one instant's lines only.
 """
@@ -15,33 +15,72 @@ from __future__ import annotations
 
 import heapq
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, NamedTuple
+from itertools import accumulate, compress
+from operator import itemgetter
+from typing import Any, Literal
 
 from edgewise.errors import SourceError
 from edgewise.sources.formats import LineDecoder, Payload, csv_rows, decode_ndjson, decoded_lines, text_lines
+from edgewise.sources.lines import line_chunks
 
 RecordingFormat = Literal["hfp", "ndjson", "csv", "clf", "regex"]
 TimeUnit = Literal["s", "ms", "us"]
 _PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_US = timedelta(microseconds=1)
+_iso = datetime.fromisoformat
 
 
-class Recorded(NamedTuple):
-    """One recorded message. Ordered as a tuple: by receive time, then file order, then line (never further)."""
+@dataclass(slots=True)
+class Run:
+    """Recorded messages in replay order, in columns: message ``i`` is ``at_us[i]``, ``files[i]``, ... A replay
+    moves runs, not one object per message: at ``speed: max`` the per-message work is the decoding alone."""
 
-    at_us: int
-    """The receive time, microseconds since the epoch."""
-    order: int
-    """The file's place in name order: messages received at the same time go out in file order."""
-    line: int
-    name: str
-    """The file's name in event ids (``sources/paths.py``)."""
-    raw: bytes
-    """The line as recorded (no line end): what ``edgewise replay --to mqtt://`` publishes for ``hfp``."""
-    payload: Payload
+    at_us: list[int]
+    """Receive times, microseconds since the epoch."""
+    files: list[int]
+    """Each message's file: its place in name order (``Recording.files``)."""
+    lines: list[int]
+    """Line numbers in the file (from 1; a CSV row's line, the header being line 1)."""
+    raws: list[bytes]
+    """The lines as recorded, without line end: what ``edgewise replay --to mqtt://`` publishes for ``hfp``."""
+    payloads: list[Payload]
+    file: int | None = None
+    """The one file all the messages come from, if they do (their ids then share a prefix)."""
+
+    def __len__(self) -> int:
+        return len(self.at_us)
+
+    def slice(self, start: int, stop: int) -> Run:
+        return Run(self.at_us[start:stop], self.files[start:stop], self.lines[start:stop], self.raws[start:stop],
+                   self.payloads[start:stop], self.file)
+
+    def select(self, mask: list[bool]) -> Run:
+        return Run.of([list(compress(column, mask)) for column in self._columns()], self.file)
+
+    def extend(self, other: Run) -> None:
+        if len(self) == 0:
+            self.file = other.file
+        elif self.file != other.file:
+            self.file = None
+        for mine, theirs in zip(self._columns(), other._columns(), strict=True):
+            mine.extend(theirs)
+
+    def _columns(self) -> tuple[list[Any], ...]:
+        return self.at_us, self.files, self.lines, self.raws, self.payloads
+
+    @staticmethod
+    def of(columns: list[list[Any]], file: int | None) -> Run:
+        at_us, files, lines, raws, payloads = columns
+        return Run(at_us, files, lines, raws, payloads, file)
+
+    @staticmethod
+    def empty() -> Run:
+        return Run([], [], [], [], [])
 
 
 def receive_time_us(value: Any, unit: TimeUnit = "s") -> int:
@@ -79,8 +118,20 @@ def _epoch_us(moment: datetime) -> int:
     return (moment - _EPOCH) // _ONE_US  # exact: no float on the way
 
 
+READ_BUDGET_BYTES = 4 << 20
+"""What the merge holds of all files at once, split between the files (at least ``MIN_READ_BYTES`` each)."""
+MIN_READ_BYTES = 64 * 1024
+
+
 class Recording:
-    """The lines of some files, decoded, with their receive times, merged in receive order."""
+    """The lines of some files, decoded, with their receive times, merged in receive order.
+
+    The merge works on runs, not lines: each file is read a block of lines at a time, and every buffered line that
+    no unread line can precede goes out at once: all of a file's block while the other files' buffered lines are
+    later (recordings of different times), else the buffered lines of several files stably sorted by receive time
+    in one ``sorted`` call. The order is exactly a line-by-line merge's (``heapq.merge`` of the files); a line
+    earlier than the one before it in its file sorts as that one (``_File.keys``), so it goes out right after it.
+    """
 
     def __init__(self, files: list[tuple[str, str]], *, fmt: RecordingFormat, decoder: LineDecoder | None,
                  time_field: str, time_unit: TimeUnit = "s", delimiter: str = ",", columns: list[str] | None = None,
@@ -99,56 +150,159 @@ class Recording:
         """Lines left out by ``dedupe_lines`` so far."""
         self.bytes_read = 0
         """Bytes of the files read so far (for progress)."""
+        self._instant, self._seen = -1, set[bytes]()  # dedupe_lines: the receive time and lines of the last instant
 
     def total_bytes(self) -> int:
         return sum(os.path.getsize(path) for path, _ in self.files)
 
-    def __iter__(self) -> Iterator[Recorded]:
-        # Recorded orders as a tuple, so the merge needs no key function (it is on every message's path)
-        merged = heapq.merge(*(self._file(path, name, order) for order, (path, name) in enumerate(self.files)))
-        if not self.dedupe_lines:
-            yield from merged
-            return
-        instant = -1
-        seen: set[bytes] = set()
-        for record in merged:
-            if record.at_us != instant:
-                instant, seen = record.at_us, set()
-            if record.raw in seen:
-                self.duplicates += 1
-                continue
-            seen.add(record.raw)
-            yield record
+    def runs(self, size: int = 1024) -> Iterator[Run]:
+        """The whole recording in receive order (ties: file order, then line order), as runs of up to ``size``
+        messages (what is decoded at once: a large run's objects would outlive young garbage collections)."""
+        self._instant, self._seen = -1, set()
+        for merged in self._merged():
+            for start in range(0, len(merged), size):
+                run = merged.slice(start, start + size) if start or len(merged) > size else merged
+                if self.dedupe_lines:
+                    run = self._deduped(run)
+                if self.fmt == "hfp":
+                    run = self._decoded(run)
+                if len(run):
+                    yield run
 
-    def _file(self, path: str, name: str, order: int) -> Iterator[Recorded]:
-        """A file's messages in its own order, with their receive times; a line that does not decode or has no
-        readable time is reported and left out."""
-        field, unit = self.time_field, self.time_unit
-        for number, raw, payload in self._records(path):
+    def _deduped(self, run: Run) -> Run:
+        keep = []
+        instant, seen = self._instant, self._seen
+        for at, raw in zip(run.at_us, run.raws, strict=True):
+            if at != instant:
+                instant, seen = at, set()
+            keep.append(raw not in seen)
+            seen.add(raw)
+        self._instant, self._seen = instant, seen
+        dropped = len(keep) - sum(keep)
+        self.duplicates += dropped
+        return run.select(keep) if dropped else run
+
+    def _decoded(self, run: Run) -> Run:
+        """An ``hfp`` run's messages decoded, in replay order. HFP lines carry their receive time up front, so
+        the merge orders lines and only what goes out is decoded: the merge holds bytes, not objects for the
+        garbage collector to walk (that made a replay of many overlapping files half as fast as reading them).
+        A line that does not decode is reported and left out."""
+        decode = self.decode
+        try:
+            run.payloads = [decode(raw) for raw in run.raws]
+            return run
+        except SourceError:
+            pass
+        keep, payloads = [], []
+        for f, number, raw in zip(run.files, run.lines, run.raws, strict=True):
             try:
-                at = receive_time_us(payload.get(field), unit)
+                payloads.append(decode(raw))
+                keep.append(True)
             except SourceError as exc:
-                where = f"field {field!r}" if self.fmt != "hfp" else "the line's first field"
-                self.malformed(f"{path}:{number}: {where}: {exc}")
-                continue
-            yield Recorded(at, order, number, name, raw, payload)
+                self.malformed(f"{self.files[f][0]}:{number}: {exc}")
+                keep.append(False)
+        run = run.select(keep)
+        run.payloads = payloads
+        return run
 
-    def _records(self, path: str) -> Iterator[tuple[int, bytes, Payload]]:
+    def _merged(self) -> Iterator[Run]:
+        block = max(MIN_READ_BYTES, READ_BUDGET_BYTES // max(1, len(self.files)))
+        files = [_File(order, path, self._blocks(path, order, block)) for order, (path, _) in enumerate(self.files)]
+        # Two heaps of (key, file order): where each open file's buffered lines end, and where they start.
+        ends = [f.end() for f in files if f.fill()]
+        heads = [f.head() for f in files if f.pos < len(f.keys)]
+        heapq.heapify(ends)
+        heapq.heapify(heads)
+        while ends:
+            if len(ends) == 1:  # the rest of the last file, as read
+                last = files[ends[0][1]]
+                yield last.take(len(last.keys))
+                while last.fill():
+                    yield last.take(len(last.keys))
+                return
+            # The file whose buffered lines end first (at key h) bounds what may go out now: no unread line of any
+            # file sorts before h, so every buffered line up to h goes (of files after it in name order, only
+            # lines before h). Only that file runs out of buffered lines; it reads its next block.
+            bound = heapq.heappop(ends)
+            h, order = bound
+            taking = []
+            while heads and heads[0] <= bound:
+                taking.append(files[heapq.heappop(heads)[1]])
+            taking.sort(key=_File.order_of)
+            parts = []
+            for f in taking:
+                stop = len(f.keys) if f.order == order else (
+                    bisect_right if f.order < order else bisect_left)(f.keys, h, f.pos)
+                parts.append((f, f.take(stop)))
+                if f.pos < len(f.keys):
+                    heapq.heappush(heads, f.head())
+            yield parts[0][1] if len(parts) == 1 else _sorted(parts)
+            refill = files[order]
+            if refill.fill():
+                heapq.heappush(ends, refill.end())
+                heapq.heappush(heads, refill.head())
+
+    def _blocks(self, path: str, order: int, size: int) -> Iterator[Run]:
+        """A file's messages in its own order, a block at a time; a line that does not decode or has no readable
+        time is reported and left out."""
         with open(path, "rb") as fh:
             if self.fmt == "csv":
                 data = fh.read()
                 self.bytes_read += len(data)
-                yield from self._csv(data, path)
+                yield self._timed(path, order, list(self._csv(data)))
                 return
-            yield from decoded_lines(self._counted(fh), 1, path, self.decode, self.malformed)
+            first = 1
+            for lines in line_chunks(fh, size):
+                self.bytes_read += sum(map(len, lines)) + len(lines)
+                if self.fmt == "hfp":  # decoded after the merge (_decoded)
+                    yield self._hfp_timed(path, order, lines, first)
+                else:
+                    yield self._timed(path, order, list(decoded_lines(lines, first, path, self.decode,
+                                                                      self.malformed)))
+                first += len(lines)
 
-    def _counted(self, lines: Iterator[bytes]) -> Iterator[bytes]:
-        """The lines, counting their bytes (the progress bar's measure)."""
-        for line in lines:
-            self.bytes_read += len(line)
-            yield line
+    def _hfp_timed(self, path: str, order: int, lines: list[bytes], first: int) -> Run:
+        """HFP lines with the receive time each starts with, not decoded yet; blank lines are skipped, a line
+        without a readable time is reported and left out."""
+        raws = [line.rstrip(b"\r") for line in lines]
+        if b"" not in raws:
+            try:  # the common case, in list comprehensions: UTC times, no blank lines
+                at_us = [(_iso(line[:line.index(b" ")].decode()) - _EPOCH) // _ONE_US for line in raws]
+                return Run(at_us, [order] * len(at_us), list(range(first, first + len(raws))), raws, [], file=order)
+            except (ValueError, TypeError):  # no space, not ISO-8601, no time zone: line by line
+                pass
+        at_us, numbers, raws = [], [], []
+        for number, line in enumerate(lines, start=first):
+            line = line.rstrip(b"\r\n")
+            if not line.strip():
+                continue
+            try:
+                at_us.append(receive_time_us(line.partition(b" ")[0].decode("utf-8", "replace")))
+            except SourceError as exc:
+                self.malformed(f"{path}:{number}: the line's first field: {exc}")
+                continue
+            numbers.append(number)
+            raws.append(line)
+        return Run(at_us, [order] * len(at_us), numbers, raws, [], file=order)
 
-    def _csv(self, data: bytes, path: str) -> Iterator[tuple[int, bytes, Payload]]:
+    def _timed(self, path: str, order: int, decoded: list[tuple[int, bytes, Payload]]) -> Run:
+        field, unit = self.time_field, self.time_unit
+        try:
+            at_us = [receive_time_us(payload.get(field), unit) for _, _, payload in decoded]
+        except SourceError:  # some line has no readable time: find it (and any other), report, leave out
+            where = f"field {field!r}"
+            good, at_us = [], []
+            for number, raw, payload in decoded:
+                try:
+                    at_us.append(receive_time_us(payload.get(field), unit))
+                    good.append((number, raw, payload))
+                except SourceError as exc:
+                    self.malformed(f"{path}:{number}: {where}: {exc}")
+            decoded = good
+        return Run(at_us, [order] * len(at_us), [n for n, _, _ in decoded], [r for _, r, _ in decoded],
+                   [p for _, _, p in decoded], file=order)
+
+    def _csv(self, data: bytes) -> Iterator[tuple[int, bytes, Payload]]:
         lines = text_lines(data).read().split("\n")
         first = 1 if self.columns else 2
         rows = csv_rows(lines, self.delimiter, self.columns)
@@ -158,3 +312,57 @@ class Recording:
             number = first + offset
             raw = lines[number - 1].rstrip("\r").encode() if number - 1 < len(lines) else b""
             yield number, raw, row
+
+
+class _File:
+    """One file of a merge: the block of its lines read and not yet sent (from ``pos``), and their sort keys."""
+
+    def __init__(self, order: int, path: str, blocks: Iterator[Run]) -> None:
+        self.order = order
+        self.path = path
+        self.blocks = blocks
+        self.block = Run.empty()
+        self.keys: list[int] = []
+        """The latest receive time up to each buffered line (nondecreasing): a line's place in the merge."""
+        self.pos = 0
+        self._latest = -(1 << 63)  # before any receive time
+
+    def fill(self) -> bool:
+        """Read the next block that holds a message; False at the end of the file."""
+        for block in self.blocks:
+            if len(block):
+                self.block, self.pos = block, 0
+                at = block.at_us
+                if at[0] >= self._latest and at == sorted(at):  # in order, as recorders write (checked in C)
+                    self.keys = at
+                else:
+                    self.keys = list(accumulate(at, max, initial=self._latest))[1:]
+                self._latest = self.keys[-1]
+                return True
+        return False
+
+    def end(self) -> tuple[int, int]:
+        return self.keys[-1], self.order
+
+    def head(self) -> tuple[int, int]:
+        return self.keys[self.pos], self.order
+
+    def order_of(self) -> int:
+        return self.order
+
+    def take(self, stop: int) -> Run:
+        run = self.block.slice(self.pos, stop) if self.pos or stop < len(self.keys) else self.block
+        self.pos = stop
+        return run
+
+
+def _sorted(parts: list[tuple[_File, Run]]) -> Run:
+    """Runs of several files (in file order), merged by sort key; the sort is stable, so ties keep file order."""
+    keys: list[int] = []
+    whole = Run.empty()
+    for f, run in parts:
+        keys += f.keys[f.pos - len(run):f.pos]
+        whole.extend(run)
+    pick = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__))
+    # payloads are empty where lines are decoded after the merge (hfp)
+    return Run.of([list(pick(column)) if column else [] for column in whole._columns()], None)

@@ -24,7 +24,7 @@ from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.file import LineFormatOptions, decoder_for
 from edgewise.sources.pacing import Pacer
 from edgewise.sources.paths import FileSet
-from edgewise.sources.recording import Recorded, Recording, RecordingFormat, TimeUnit
+from edgewise.sources.recording import Recording, RecordingFormat, Run, TimeUnit
 
 MIN_WAIT_S = 0.002
 """Shorter waits are not slept: messages due that close together go out in one batch. The pacer's schedule is
@@ -77,36 +77,71 @@ class ReplaySource(Source):
                          time_field=c.time_field or "received_at", time_unit=c.time_unit, delimiter=c.delimiter,
                          columns=c.columns, dedupe_lines=c.dedupe_lines, malformed=ctx.malformed)
 
-    def groups(self, ctx: SourceContext) -> Iterator[tuple[int, list[Recorded]]]:
-        """The recording, paced: ``(pass, records)`` groups, each sent when its first record is due (records
-        due within ``MIN_WAIT_S`` of it go along, up to ``ctx.batch_size``). ``pass`` counts from 1 (``loop``)."""
-        recording = self.recording(ctx)
+    def groups(self, ctx: SourceContext, recording: Recording | None = None) -> Iterator[tuple[int, Run]]:
+        """The recording, paced: ``(pass, run)`` groups, each sent when its first message is due (messages due
+        within ``MIN_WAIT_S`` of it go along, up to ``ctx.batch_size``). ``pass`` counts from 1 (``loop``)."""
+        recording = recording or self.recording(ctx)
         pacer = Pacer(ctx.clock, self.config.pace(), self.config.max_gap)
         passes = count(1) if self.config.loop else iter((1,))
         paced = self.config.pace() is not None
+        size = ctx.batch_size
         with ReplayProgress(f"replay {self.id}", recording.total_bytes(), self.config.progress) as progress:
             for n in passes:
                 if n > 1:
                     pacer.restart()
                     progress.next_pass()
-                group: list[Recorded] = []
-                for record in recording:
-                    wait = pacer.wait_s(record.at_us) if paced else 0.0
-                    if group and (wait >= MIN_WAIT_S or len(group) >= ctx.batch_size):
-                        yield n, group
-                        group = []
-                    if wait >= MIN_WAIT_S:
-                        ctx.clock.sleep(wait)
-                    group.append(record)
+                group = Run.empty()
+                for run in recording.runs(size):
+                    start = 0
+                    if paced:  # cut the run where a message is not due yet: what is before it goes now
+                        for i, at in enumerate(run.at_us):
+                            wait = pacer.wait_s(at)
+                            if wait < MIN_WAIT_S:
+                                continue
+                            group.extend(run.slice(start, i))
+                            start = i
+                            yield from _cut(n, group, size)
+                            group = Run.empty()
+                            ctx.clock.sleep(wait)
+                    if start == 0 and len(group) == 0 and len(run) >= size:
+                        group = run  # as it is: no copy
+                    else:
+                        group.extend(run.slice(start, len(run)) if start else run)
+                    if len(group) >= size:
+                        *full, group = _batches(group, size)
+                        for batch in full:
+                            yield n, batch
                     if progress.enabled:
-                        progress.update(recording.bytes_read, record.at_us)
-                if group:
+                        progress.update(recording.bytes_read, run.at_us[-1])
+                if len(group):
                     yield n, group
                 self.duplicates = recording.duplicates
 
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
-        for n, group in self.groups(ctx):
-            suffix = "" if n == 1 else f"@{n}"
+        recording = self.recording(ctx)
+        names = [name for _, name in recording.files]
+        prefixes: list[str] = []
+        prefixes_of = 0
+        for n, run in self.groups(ctx, recording):
+            if prefixes_of != n:  # ids of a later pass name it: <source>:<file>@<pass>:<line>
+                prefixes = [f"{self.id}:{name}{'' if n == 1 else f'@{n}'}:" for name in names]
+                prefixes_of = n
             now = ctx.clock.now_us()
-            yield Batch([r.payload for r in group], source=self.id, ingest_time_us=now,
-                        event_times=[now] * len(group), ids=[f"{self.id}:{r.name}{suffix}:{r.line}" for r in group])
+            if run.file is not None:  # one file's lines: ids made when asked for
+                yield Batch(run.payloads, source=self.id, ingest_time_us=now, event_times=[now] * len(run),
+                            id_prefix=prefixes[run.file], offsets=run.lines)
+            else:
+                ids = list(map(str.__add__, map(prefixes.__getitem__, run.files), map(str, run.lines)))
+                yield Batch(run.payloads, source=self.id, ingest_time_us=now, event_times=[now] * len(run), ids=ids)
+
+
+def _batches(run: Run, size: int) -> list[Run]:
+    """``run`` in pieces of ``size`` messages, the last one possibly shorter (or empty)."""
+    return [run.slice(start, start + size) for start in range(0, len(run), size)] + (
+        [Run.empty()] if len(run) % size == 0 else [])
+
+
+def _cut(n: int, group: Run, size: int) -> Iterator[tuple[int, Run]]:
+    for batch in _batches(group, size):
+        if len(batch):
+            yield n, batch
