@@ -6,6 +6,7 @@ the map's channel must have received every one of them. Runs in a copy of the tr
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -43,3 +44,14 @@ def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path:
     assert f"Spark's {len(oracle)} cell results equal the edge's" in done.stdout
     assert f"({len(oracle)} rows in table cells); {len(oracle)} to the map" in done.stdout
     assert "Traceback" not in log and "Exception" not in log, log[-3000:]
+    # a local master's queries run as many shuffle partitions as it has cores, not Spark's 200 (issue 17)
+    assert _shuffle_partitions(run_dir / "hub-checkpoint") == {str(os.cpu_count())}
+
+
+def _shuffle_partitions(checkpoint: Path) -> set[str]:
+    """The shuffle partitions each query of a checkpoint was started with (its first offsets entry)."""
+    found = set()
+    for offsets in checkpoint.glob("*/offsets/0"):
+        metadata = json.loads(offsets.read_text().splitlines()[1])
+        found.add(metadata["conf"]["spark.sql.shuffle.partitions"])
+    return found

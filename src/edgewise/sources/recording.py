@@ -5,10 +5,11 @@ field (``<receive time> <topic> <JSON>``, what HSL's recorders write), for the o
 the decoded record: an ISO-8601 text (``2024-02-13T16:33:00.005Z``), an Apache log time
 (``10/Oct/2000:13:55:36 -0700``) or a number of ``time_unit`` since the Unix epoch.
 
-Files are merged by receive time (each file is read a block at a time, in its own order: a line earlier than the
-one before it in its file is replayed at once). HFP lines are merged as bytes and decoded when they go out. Overlapping recordings often hold the same message more than once; with
-``dedupe_lines`` a line identical, byte for byte, to one already replayed at the same receive time is left out
-(the first file, in name order, keeps it), which takes memory for one instant's lines only.
+Files are merged by receive time (each file is read a block at a time, in its own order: a line earlier than the one
+before it in its file is replayed at once). HFP lines are merged as bytes and decoded when they go out. Overlapping
+recordings often hold the same message more than once; with ``dedupe_lines`` a line identical, byte for byte, to one
+already replayed at the same receive time is left out (the first file, in name order, keeps it), which takes memory
+for one instant's lines only.
 """
 
 from __future__ import annotations

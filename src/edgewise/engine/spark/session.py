@@ -6,6 +6,7 @@ PySpark is the ``spark`` extra (``pip install 'edgewise[spark]'``); without it e
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -66,6 +67,8 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "false",
     }
+    if shuffle_partitions is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        shuffle_partitions = local_cores(master or "local[*]")
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
@@ -74,3 +77,19 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
     session: SparkSession = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("EDGEWISE_SPARK_LOG_LEVEL", "ERROR"))
     return session
+
+
+def local_cores(master: str) -> int | None:
+    """The cores a ``local`` master runs on (``local`` 1, ``local[4]`` 4, ``local[*]`` all), None for a cluster.
+
+    A local job's default number of shuffle partitions: Spark's 200 made every stateful micro-batch of a window
+    load and commit 200 state stores on a 2-core machine (25-30 s a micro-batch for 100 windows; BENCHMARKS.md).
+    A streaming query keeps the number its checkpoint was started with, so this applies to new checkpoints only.
+    """
+    match = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if match is None:
+        return None
+    cores = match.group(1)
+    if cores is None:
+        return 1
+    return (os.cpu_count() or 1) if cores == "*" else max(1, int(cores))
