@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate, compress
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 from edgewise.errors import SourceError
@@ -208,7 +208,7 @@ class Recording:
 
     def _merged(self) -> Iterator[Run]:
         block = max(MIN_READ_BYTES, READ_BUDGET_BYTES // max(1, len(self.files)))
-        files = [_File(order, path, self._blocks(path, order, block)) for order, (path, _) in enumerate(self.files)]
+        files = [_File(order, self._blocks(path, order, block)) for order, (path, _) in enumerate(self.files)]
         # Two heaps of (key, file order): where each open file's buffered lines end, and where they start.
         ends = [f.end() for f in files if f.fill()]
         heads = [f.head() for f in files if f.pos < len(f.keys)]
@@ -229,7 +229,7 @@ class Recording:
             taking = []
             while heads and heads[0] <= bound:
                 taking.append(files[heapq.heappop(heads)[1]])
-            taking.sort(key=_File.order_of)
+            taking.sort(key=attrgetter("order"))
             parts = []
             for f in taking:
                 stop = len(f.keys) if f.order == order else (
@@ -267,10 +267,10 @@ class Recording:
         without a readable time is reported and left out."""
         raws = [line.rstrip(b"\r") for line in lines]
         if b"" not in raws:
-            try:  # the common case, in list comprehensions: UTC times, no blank lines
-                at_us = [(_iso(line[:line.index(b" ")].decode()) - _EPOCH) // _ONE_US for line in raws]
+            try:  # the common case, in a list comprehension: ISO-8601 times, no blank lines
+                at_us = [_epoch_us(_iso(line[:line.index(b" ")].decode())) for line in raws]
                 return Run(at_us, [order] * len(at_us), list(range(first, first + len(raws))), raws, [], file=order)
-            except (ValueError, TypeError):  # no space, not ISO-8601, no time zone: line by line
+            except ValueError:  # no space, not ISO-8601: line by line, each problem reported
                 pass
         at_us, numbers, raws = [], [], []
         for number, line in enumerate(lines, start=first):
@@ -291,14 +291,13 @@ class Recording:
         try:
             at_us = [receive_time_us(payload.get(field), unit) for _, _, payload in decoded]
         except SourceError:  # some line has no readable time: find it (and any other), report, leave out
-            where = f"field {field!r}"
             good, at_us = [], []
             for number, raw, payload in decoded:
                 try:
                     at_us.append(receive_time_us(payload.get(field), unit))
                     good.append((number, raw, payload))
                 except SourceError as exc:
-                    self.malformed(f"{path}:{number}: {where}: {exc}")
+                    self.malformed(f"{path}:{number}: field {field!r}: {exc}")
             decoded = good
         return Run(at_us, [order] * len(at_us), [n for n, _, _ in decoded], [r for _, r, _ in decoded],
                    [p for _, _, p in decoded], file=order)
@@ -318,9 +317,8 @@ class Recording:
 class _File:
     """One file of a merge: the block of its lines read and not yet sent (from ``pos``), and their sort keys."""
 
-    def __init__(self, order: int, path: str, blocks: Iterator[Run]) -> None:
+    def __init__(self, order: int, blocks: Iterator[Run]) -> None:
         self.order = order
-        self.path = path
         self.blocks = blocks
         self.block = Run.empty()
         self.keys: list[int] = []
@@ -347,9 +345,6 @@ class _File:
 
     def head(self) -> tuple[int, int]:
         return self.keys[self.pos], self.order
-
-    def order_of(self) -> int:
-        return self.order
 
     def take(self, stop: int) -> Run:
         run = self.block.slice(self.pos, stop) if self.pos or stop < len(self.keys) else self.block
