@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgewise.testing import FakeClock, assert_records_equal, run_pipeline
 
@@ -156,3 +158,33 @@ def test_spawn_missing_program_is_a_config_error(argv: str) -> None:
 
     with pytest.raises(ConfigError, match="argv"):
         run_pipeline(pipeline(f"- spawn: {{id: s, argv: {argv}}}"), [])
+
+
+_KEYS = st.one_of(st.sampled_from(["a1", "a2", "zz"]), st.integers(1, 2), st.none())
+_EVENTS = st.lists(st.fixed_dictionaries({"x": st.integers(-(2**63), 2**63 - 1)},
+                                          optional={"ad": _KEYS, "owner": st.text(max_size=2)}), max_size=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=_EVENTS, missing=st.sampled_from(["null", "drop"]))  # unquoted null is YAML null, as the docs write it
+def test_lookup_and_keep_on_whole_batches_equal_event_by_event(tmp_path_factory: pytest.TempPathFactory,
+                                                                events: list[dict[str, object]], missing: str) -> None:
+    # lookup and keep take a batch in a few C-level passes when every key is text with a row and every event has
+    # every kept field; any other batch goes event by event: both must give what one event at a time gives
+    folder = tmp_path_factory.mktemp("lookup")
+    (folder / "ads.csv").write_text("ad_id,campaign_id,owner\na1,c1,x\na2,c2,y\n1,c9,z\n")
+    table = {"a1": {"campaign_id": "c1", "owner": "x"}, "a2": {"campaign_id": "c2", "owner": "y"},
+             "1": {"campaign_id": "c9", "owner": "z"}}
+    text = pipeline(f"""
+- lookup: {{id: camp, table: ads.csv, key: ad, missing: {missing}}}
+- transform: {{id: t, ops: [keep: [campaign_id, ad, owner]]}}
+""")
+    expected = []
+    for event in events:
+        key = event.get("ad")
+        row = table.get(str(key)) if key is not None else None
+        if row is None and missing == "drop":
+            continue
+        merged = {**event, **(row or {"campaign_id": None, "owner": None})}
+        expected.append({k: merged[k] for k in ("campaign_id", "ad", "owner") if k in merged})
+    assert run_pipeline(text, events, base_dir=str(folder))["p"] == expected

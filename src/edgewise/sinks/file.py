@@ -19,7 +19,7 @@ from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
 from edgewise.durations import Duration
 from edgewise.events import Batch
-from edgewise.jsonio import dumps_line
+from edgewise.jsonio import dumps_lines
 from edgewise.sinks.base import Sink, SinkContext
 from edgewise.sinks.stdout import envelope_of
 
@@ -60,9 +60,9 @@ class FileSink(Sink):
         if not len(batch):
             return
         if self.config.envelope:
-            data = b"".join(dumps_line(envelope_of(batch, i)) for i in range(len(batch)))
+            data = dumps_lines(envelope_of(batch, i) for i in range(len(batch)))
         else:
-            data = b"".join(dumps_line(p) for p in batch.payloads)
+            data = dumps_lines(batch.payloads)
         assert self._clock is not None
         now = self._clock.now_us()
         if self._fh is not None and now - self._started_us >= self.config.max_age:

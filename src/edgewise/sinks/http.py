@@ -19,7 +19,7 @@ from edgewise.config.models import SinkConfig
 from edgewise.durations import Duration
 from edgewise.errors import SinkError
 from edgewise.events import Batch
-from edgewise.jsonio import dumps, dumps_line
+from edgewise.jsonio import dumps, dumps_lines
 from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
 from edgewise.sinks.stdout import envelope_of
 
@@ -78,7 +78,7 @@ class HttpSink(Sink):
         items: list[object] = ([envelope_of(batch, i) for i in range(len(batch))] if config.envelope
                                else list(batch.payloads))
         if config.format == "ndjson":
-            return b"".join(dumps_line(x) for x in items), "application/x-ndjson"
+            return dumps_lines(items), "application/x-ndjson"
         return dumps(items), "application/json"
 
     def _post(self, batch: Batch) -> None:

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from edgewise.config.models import SinkConfig
 from edgewise.events import Batch
-from edgewise.jsonio import dumps_line
+from edgewise.jsonio import dumps_lines
 from edgewise.sinks.base import Sink, SinkContext
 
 
@@ -28,10 +28,9 @@ class StdoutSink(Sink):
     def write(self, batch: Batch) -> None:
         envelope = getattr(self.config, "envelope", False)
         if envelope:
-            lines = [dumps_line(envelope_of(batch, i)) for i in range(len(batch))]
+            self._out.write(dumps_lines(envelope_of(batch, i) for i in range(len(batch))))
         else:
-            lines = [dumps_line(p) for p in batch.payloads]
-        self._out.write(b"".join(lines))
+            self._out.write(dumps_lines(batch.payloads))
 
     def flush(self) -> None:
         self._out.flush()

@@ -13,7 +13,7 @@ import os
 from typing import Any, ClassVar, Literal
 
 import orjson
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import Expr, StepConfig
@@ -39,6 +39,12 @@ class LookupConfig(StepConfig):
                              "columns into the event")
     missing: Literal["null", "drop", "error"] = Field(
         "null", description="an event whose key is not in the table: keep it (fields NULL), drop it, or fail it")
+
+    @field_validator("missing", mode="before")
+    @classmethod
+    def _yaml_null(cls, value: object) -> object:
+        # `missing: null` written as the docs show it is YAML's null, not the text: both mean the default
+        return "null" if value is None else value
 
 
 def read_table(path: str, match: str | None) -> tuple[dict[str, dict[str, Any]], str]:
@@ -90,6 +96,7 @@ class LookupStep(Step):
             for k, row in table.items()
         }
         self.columns = wanted or sorted({c for row in self.table.values() for c in row})
+        self._key_field: str | None = getattr(self.key.evaluate, "field_name", None)
 
     @classmethod
     def from_config(cls, config: LookupConfig, ctx: BuildContext) -> LookupStep:
@@ -97,6 +104,9 @@ class LookupStep(Step):
         return cls(config, table, key_name)
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
+        found = self._merge_found(batch.payloads)
+        if found is not None:
+            return batch.replace(found)
         key, table, into = self.key.evaluate, self.table, self.into
         out: list[Payload] = []
         mask: list[bool] = []
@@ -123,6 +133,20 @@ class LookupStep(Step):
         if all(mask):
             return batch.replace(out)
         return batch.select(mask).replace(out)
+
+    def _merge_found(self, payloads: list[Payload]) -> list[Payload] | None:
+        """The common case in a few C-level passes: the key is a top-level field, every event's key is text, every
+        key has a row and the row is merged into the event. ``None`` otherwise (``process`` goes event by event)."""
+        if self.into is not None or self._key_field is None:
+            return None
+        field = self._key_field
+        keys: list[Any] = [p.get(field) for p in payloads]
+        if set(map(type, keys)) != {str}:
+            return None
+        rows: list[Any] = list(map(self.table.get, keys))
+        if None in rows:
+            return None
+        return [{**p, **row} for p, row in zip(payloads, rows, strict=True)]
 
     def describe(self) -> list[str]:
         target = f"into {'.'.join(self.into)}" if self.into else "merged"
