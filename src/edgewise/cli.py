@@ -477,8 +477,9 @@ def _spark(args: argparse.Namespace, plan: Plan) -> int:
                            trigger_seconds=args.trigger)
     job = SparkJob(spark, plan, options, pipelines=args.only,
                    progress=None if args.quiet else lambda line: print(f"edgewise: {line}", file=sys.stderr))
-    print(f"edgewise: {len(job.compiled)} pipelines on Spark {spark.version} ({spark.sparkContext.master}), "
-          f"checkpoint {os.path.abspath(args.checkpoint)}", file=sys.stderr)
+    count = len(job.compiled)
+    print(f"edgewise: {count} pipeline{'' if count == 1 else 's'} on Spark {spark.version} "
+          f"({spark.sparkContext.master}), checkpoint {os.path.abspath(args.checkpoint)}", file=sys.stderr)
     try:
         job.run()
     except KeyboardInterrupt:

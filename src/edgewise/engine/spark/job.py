@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import compile_aggregate, compile_complete, compile_dedupe
+from edgewise.engine.spark.progress import MicroBatchLines
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
@@ -61,6 +62,8 @@ TYPES_FILE = "edgewise-types.json"
 CLOCK_TRIGGER_S = 1.0
 """The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
 such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
+PROGRESS_POLL_S = 1
+"""How often (seconds) a waiting job looks for finished micro-batches to report (``progress.py``)."""
 
 
 @dataclass
@@ -88,6 +91,7 @@ class CompiledPipeline:
     flushed: bool
     """It holds event-time state (a window, a completion) that ``--once`` flushes with the end-of-input marker."""
     writer: BatchWriter
+    lines: MicroBatchLines
     clock_timers: bool = False
     """It has processing-time timers: Spark then wants a micro-batch at every trigger, with data or without."""
     query: StreamingQuery | None = None
@@ -306,9 +310,11 @@ class SparkJob:
             out = out.unionByName(routed.select(*out.columns))
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
-                             progress=self.progress, malformed_upstream=window_marker)
+                             malformed_upstream=window_marker)
+        lines = MicroBatchLines(pipeline.id, self.progress, writer.written_by_batch,
+                                marker_dir=os.path.join(self.options.checkpoint, "_end", pipeline.id))
         clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
-        return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer,
+        return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer, lines,
                                 clock_timers)
 
     # ------------------------------------------------------------ run
@@ -357,7 +363,9 @@ class SparkJob:
         self.start()
         if not self.options.once:
             try:
-                self.spark.streams.awaitAnyTermination()
+                while not self.spark.streams.awaitAnyTermination(PROGRESS_POLL_S):
+                    for c in self.compiled:
+                        self._report_batches(c)
             except Exception as exc:  # reported as the job's failure, with Spark's message
                 raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
             return
@@ -388,16 +396,29 @@ class SparkJob:
         for c in compiled or self.compiled:
             if c.query is not None:
                 try:
-                    c.query.awaitTermination()
+                    while not c.query.awaitTermination(PROGRESS_POLL_S):
+                        self._report_batches(c)
                 except Exception as exc:  # Spark's exception types vary; the message says what
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
                                          f"{_first_line(exc)}") from exc
+                c.lines.report(c.query.recentProgress)
                 c.dropped_late += _dropped_late(c.query)
                 if c.writer.malformed_upstream:
                     c.writer.take_progress(c.query.recentProgress)
                 error = c.query.exception()
                 if error is not None:
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: {_first_line(error)}")
+
+    @staticmethod
+    def _report_batches(c: CompiledPipeline) -> None:
+        """The lines of the micro-batches ``c``'s query finished since the last call (most calls convert one
+        progress from the JVM, not the hundred Spark keeps)."""
+        if c.query is None:
+            return
+        last = c.query.lastProgress
+        if last is None:
+            return
+        c.lines.report([last] if c.lines.reported + 1 >= int(last["batchId"]) else c.query.recentProgress)
 
     def stop(self) -> None:
         for c in self.compiled:

@@ -112,7 +112,7 @@ class BatchWriter:
 
     def __init__(self, plan: Plan, pipeline_id: str, checkpoint: str, *, collect: Collector | None = None,
                  stdout: Any = None, report: Callable[[str], None] | None = None,
-                 progress: Callable[[str], None] | None = None, malformed_upstream: bool = False) -> None:
+                 malformed_upstream: bool = False) -> None:
         self.plan = plan
         self.pipeline = plan.pipeline(pipeline_id)
         self.checkpoint = checkpoint
@@ -121,8 +121,8 @@ class BatchWriter:
         self.report = report or (lambda text: print(text, file=sys.stderr))
         self.stats = BatchStats()
         self.routes = possible_routes(plan, pipeline_id)
-        self.progress = progress
-        """Told one line per micro-batch (``edgewise spark`` prints them), or None."""
+        self.written_by_batch: dict[int, dict[str, int]] = {}
+        """Rows written per sink in each micro-batch (``progress.MicroBatchLines`` reports them)."""
         self.malformed_upstream = malformed_upstream
         """The query counts malformed lines before they reach the writer (``frame.count_malformed``)."""
         self.query: StreamingQuery | None = None
@@ -130,9 +130,6 @@ class BatchWriter:
         self._progress_seen = -1
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        import time
-
-        started = time.monotonic()
         if self.malformed_upstream and self.query is not None:
             # the micro-batches before this one are complete: their metrics are in
             self.take_progress(self.query.recentProgress)
@@ -147,11 +144,7 @@ class BatchWriter:
             finally:
                 batch.unpersist()
         self.stats.batches += 1
-        if self.progress is not None:
-            wrote = ", ".join(f"{n - before.get(sink, 0):,} to {sink}" for sink, n in sorted(self.stats.written.items())
-                              if n - before.get(sink, 0)) or "nothing written"
-            self.progress(f"pipeline {self.pipeline.id}: micro-batch {batch_id}: {wrote} "
-                          f"({time.monotonic() - started:.1f} s)")
+        self.written_by_batch[batch_id] = {sink: n - before.get(sink, 0) for sink, n in self.stats.written.items()}
 
     def take_progress(self, progress: list[Any]) -> None:
         """Report the malformed lines counted upstream (``count_malformed``) in micro-batches not yet reported."""
