@@ -418,7 +418,7 @@ class SparkJob:
         last = c.query.lastProgress
         if last is None:
             return
-        c.lines.report([last] if c.lines.reported + 1 >= int(last["batchId"]) else c.query.recentProgress)
+        c.lines.report([last] if c.lines.unseen.last + 1 >= int(last["batchId"]) else c.query.recentProgress)
 
     def stop(self) -> None:
         for c in self.compiled:

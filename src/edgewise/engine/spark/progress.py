@@ -13,6 +13,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 
+class Unseen:
+    """The micro-batches of a query's progress (``recentProgress``, oldest first) not taken before."""
+
+    def __init__(self) -> None:
+        self.last = -1
+        """The id of the last micro-batch taken."""
+
+    def take(self, progress: list[Any]) -> list[Any]:
+        new = [p for p in progress if int(p["batchId"]) > self.last]
+        if new:
+            self.last = int(new[-1]["batchId"])
+        return new
+
+
 class MicroBatchLines:
     """Reports the micro-batches of one pipeline's queries that were not reported yet."""
 
@@ -25,16 +39,11 @@ class MicroBatchLines:
         a job that runs for weeks does not keep them."""
         self.marker = os.path.abspath(marker_dir) if marker_dir else None
         """The end-of-input marker's spool: its one row is not input."""
-        self.reported = -1
-        """The id of the last micro-batch reported."""
+        self.unseen = Unseen()
 
     def report(self, progress: list[Any]) -> None:
         """Say a line for each micro-batch in ``progress`` (a query's ``recentProgress``) not said yet."""
-        for p in progress:
-            batch_id = int(p["batchId"])
-            if batch_id <= self.reported:
-                continue
-            self.reported = batch_id
+        for p in self.unseen.take(progress):
             line = self.line(p)
             if self.say is not None:
                 self.say(line)

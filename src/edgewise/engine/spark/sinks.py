@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from edgewise.engine.spark.frame import MALFORMED, MALFORMED_METRIC
+from edgewise.engine.spark.progress import Unseen
 from edgewise.engine.spark.steps import STATELESS
 from edgewise.engine.spark.windows import LATE_ROUTE
 from edgewise.errors import SinkError
@@ -127,7 +128,7 @@ class BatchWriter:
         """The query counts malformed lines before they reach the writer (``frame.count_malformed``)."""
         self.query: StreamingQuery | None = None
         """The query it writes for (set when it starts): its progress holds the malformed lines counted upstream."""
-        self._progress_seen = -1
+        self._unseen = Unseen()
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         if self.malformed_upstream and self.query is not None:
@@ -148,11 +149,7 @@ class BatchWriter:
 
     def take_progress(self, progress: list[Any]) -> None:
         """Report the malformed lines counted upstream (``count_malformed``) in micro-batches not yet reported."""
-        for p in progress:
-            batch_id = int(p["batchId"])
-            if batch_id <= self._progress_seen:
-                continue
-            self._progress_seen = batch_id
+        for p in self._unseen.take(progress):
             metrics = (p.get("observedMetrics") or {}).get(MALFORMED_METRIC)
             if metrics is not None and metrics["lines"]:
                 self._malformed(int(metrics["lines"]), f"e.g. {metrics['example'][:80]!r}")
