@@ -6,9 +6,11 @@ a VARIANT), so every field reference is read with ``variant_get`` at one type, d
 
 1. the source's declared ``schema`` (a DDL string such as ``"speed DOUBLE, line STRING"``);
 2. a field an earlier step set: the type Spark gave its expression;
-3. the type the input data has, inferred once with ``schema_of_variant_agg`` over the input available when the job
-   first starts and pinned in the checkpoint directory, so a restarted job compiles to the same query (integral
-   numbers read as BIGINT, fractions as DOUBLE, text as STRING, arrays as ARRAY of their element type);
+3. the type the input data has, inferred once with ``schema_of_variant_agg`` over a bounded sample of the input
+   available when the job first starts (``job.SAMPLE_ROWS`` records per source) and pinned in the checkpoint
+   directory, so a restarted job compiles to the same query (integral numbers read as BIGINT, fractions as
+   DOUBLE, text as STRING, arrays as ARRAY of their element type); reads at a sampled type check that the value
+   fits it where a misfit would not fail by itself (``sql._checked_read``);
 4. otherwise (a field never seen, or seen with several types) the use decides: arithmetic and numeric functions
    read DOUBLE, conditions BOOLEAN, array functions ``ARRAY<VARIANT>``, comparisons the other side's type, and
    everything else keeps the VARIANT (written back unchanged; string functions read it as STRING); operators
@@ -46,6 +48,9 @@ class FieldTypes:
     """The base is the event map column (``event``), not the source's parsed VARIANT (``_src``)."""
     columns_made: int = 0
     """How many columns ``new_column`` has named (their names are unique along the pipeline)."""
+    sampled: set[tuple[str, ...]] = field(default_factory=set)
+    """Paths whose type was inferred from a sample of the input (neither declared nor set by a step): a read at
+    that type checks that each value still fits it (``sql.field_read``), since later input may not."""
 
     def new_column(self) -> str:
         self.columns_made += 1
@@ -94,6 +99,9 @@ class FieldTypes:
         return node if isinstance(node, str) else None
 
     def set(self, path: list[str], spark_type: str | None) -> None:
+        """``path`` now has ``spark_type`` (None: unknown), which the pipeline, not the input, decided."""
+        prefix = tuple(path)
+        self.sampled = {p for p in self.sampled if p[:len(prefix)] != prefix}
         node = self.tree
         for part in path[:-1]:
             child = node.get(part)
@@ -115,7 +123,21 @@ class FieldTypes:
         import copy
 
         return FieldTypes(copy.deepcopy(self.tree), dict(self.held), None if self.kept is None else list(self.kept),
-                          dict(self.typed), self.base_map, self.columns_made)
+                          dict(self.typed), self.base_map, self.columns_made, set(self.sampled))
+
+    def leaves(self) -> list[tuple[str, ...]]:
+        """The path of every field with a type."""
+        out: list[tuple[str, ...]] = []
+
+        def walk(node: dict[str, Any], prefix: tuple[str, ...]) -> None:
+            for name, child in node.items():
+                if isinstance(child, dict):
+                    walk(child, (*prefix, name))
+                else:
+                    out.append((*prefix, name))
+
+        walk(self.tree, ())
+        return out
 
 
 # ---------------------------------------------------------------- schema_of_variant text

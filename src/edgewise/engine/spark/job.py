@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -63,6 +64,9 @@ CLOCK_TRIGGER_S = 1.0
 """The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
 such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
 PROGRESS_POLL_S = 1
+SAMPLE_ROWS = 10_000
+"""How many input records (per source) a new job types its fields from: a bounded cost at start, however large
+the input; a later value that does not fit fails the job with the field's name (``sql._checked_read``)."""
 """How often (seconds) a waiting job looks for finished micro-batches to report (``progress.py``)."""
 
 
@@ -118,8 +122,8 @@ class SparkJob:
     # ------------------------------------------------------------ input
 
     def _input_types(self) -> FieldTypes:
-        """Types of input fields: pinned in the checkpoint on first start (inferred from the input then available),
-        overridden by declared schemas."""
+        """Types of input fields: pinned in the checkpoint on first start (inferred from a sample of the input then
+        available), overridden by declared schemas."""
         path = os.path.join(self.options.checkpoint, TYPES_FILE)
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
@@ -130,6 +134,7 @@ class SparkJob:
             with open(tmp, "w", encoding="utf-8") as fh:
                 json.dump(types.tree, fh, indent=1, sort_keys=True)
             os.replace(tmp, path)
+        types.sampled = set(types.leaves())
         for source in self.plan.sources:
             if source.declared_schema:
                 try:
@@ -137,6 +142,7 @@ class SparkJob:
                 except ValueError as exc:
                     raise ConfigError(f"source {source.id}: schema: {exc}") from None
                 types.tree.update(declared.tree)
+                types.sampled = {p for p in types.sampled if p[0] not in declared.tree}
         return types
 
     def _infer_schema(self) -> str | None:
@@ -150,7 +156,7 @@ class SparkJob:
                 directory = self._spool_dir(source)
                 if directory is None or not os.path.isdir(directory):
                     continue
-                lines = (self.spark.read.option("pathGlobFilter", SPOOL_GLOB).text(directory)
+                lines = (self.spark.read.option("pathGlobFilter", SPOOL_GLOB).text(directory).limit(SAMPLE_ROWS)
                          .selectExpr("value", "try_parse_json(value) AS v"))
                 payload = payload_sql("v", envelope_sql("v", "value"))
                 row = lines.selectExpr(f"schema_of_variant_agg({payload}) AS s").collect()
@@ -176,7 +182,7 @@ class SparkJob:
 
         path = _base(self.plan).path(source.path)
         frame = decoded_frame(self.spark.read, source, path, file_root(source, path))
-        return frame.where(F.LIVE).selectExpr(f"schema_of_variant_agg({SOURCE}) AS s").collect()
+        return frame.where(F.LIVE).limit(SAMPLE_ROWS).selectExpr(f"schema_of_variant_agg({SOURCE}) AS s").collect()
 
     def _spool_dir(self, source: Any) -> str | None:
         from edgewise.engine.local import _base
@@ -435,12 +441,22 @@ class SparkJobFailed(EdgewiseError):
     retries, bad input Spark rejects); a restart resumes from the last committed micro-batch."""
 
 
+USER_RAISED = "[USER_RAISED_EXCEPTION] "
+
+
 def _first_line(exc: BaseException) -> str:
+    """The line of a Spark exception that says what happened: a message edgewise raised in the query (a sampled
+    type that does not fit, ``sql._checked_read``) as it was written, else Spark's error class and message."""
     text = str(exc)
-    for marker in ("[USER_RAISED_EXCEPTION] ", "Reason: "):
+    for marker in (USER_RAISED, "Reason: "):
         if marker in text:
             text = text[text.index(marker):]
-    return text.splitlines()[0][:500] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    line = text.splitlines()[0]
+    if line.startswith(USER_RAISED):
+        line = re.sub(r" SQLSTATE: \w+$", "", line[len(USER_RAISED):])
+    return line[:500]
 
 
 def _event_time_complete(step: Step) -> bool:

@@ -1,10 +1,12 @@
-"""Spark's own chatter kept off the terminal: what its JVM prints while starting, and what PySpark's
-``transformWithStateInPandas`` worker prints per query (about 225 lines for ``edgewise test --engine spark``).
+"""Spark's own chatter kept off the terminal: what its JVM prints while starting, what PySpark's
+``transformWithStateInPandas`` worker prints per query (about 225 lines for ``edgewise test --engine spark``), and
+Spark's log records (the session logs at ERROR: a failing query logs its error four or five times, each with a Java
+stack trace and the Python traceback of the ``foreachBatch`` function, 300 lines for one bad value).
 
-Both write to the process's standard error from outside Python (the JVM is a child process; the worker's prints
-reach the JVM's stderr), so the filter works on file descriptor 2: it becomes a pipe, and a thread copies what
-arrives to the real stderr, minus the known chatter. Warnings and errors from Spark, and everything edgewise
-prints, pass. The Spark commands use it unless ``--verbose``.
+All of them write to the process's standard error from outside Python (the JVM is a child process; the worker's
+prints reach the JVM's stderr), so the filter works on file descriptor 2: it becomes a pipe, and a thread copies
+what arrives to the real stderr, minus the chatter. Everything edgewise prints passes; a query that fails is
+reported by edgewise in one line (``SparkJob``). The Spark commands use it unless ``--verbose``.
 """
 
 from __future__ import annotations
@@ -27,17 +29,34 @@ CHATTER = re.compile(
 """Lines of Spark chatter: start-up notices and the Python worker's progress prints (which each end with a
 blank line, dropped with them)."""
 
+LOG_RECORD = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d [A-Z]+ ")
+"""The first line of a record of Spark's log (``26/11/25 12:59:03 ERROR Executor: ...``); the lines after it, up to
+the next record or the next line of edgewise's, are its exception and stack traces."""
+
 
 def keep(lines: Iterator[bytes]) -> Iterator[bytes]:
-    """The lines that are not chatter (nor the blank line after one).
+    """The lines that are not chatter (nor the blank line after one), nor Spark log records.
 
     >>> list(keep(iter([b"Starting Streaming TransformWithStateInPandas Python worker.\\n", b"\\n",
     ...                 b"edgewise: done\\n", b"\\n"])))
     [b'edgewise: done\\n', b'\\n']
+    >>> list(keep(iter([b"26/11/25 12:59:03 ERROR Executor: Exception in task 0.0\\n",
+    ...                 b"org.apache.spark.SparkRuntimeException: [USER_RAISED_EXCEPTION] ...\\n",
+    ...                 b"\\tat org.apache.spark.sql.errors.QueryExecutionErrors$.raiseError\\n",
+    ...                 b"edgewise: pipeline p: the Spark query failed: ...\\n"])))
+    [b'edgewise: pipeline p: the Spark query failed: ...\\n']
     """
     after_chatter = False
+    in_record = False
     for line in lines:
-        if CHATTER.search(line.decode("utf-8", "replace")):
+        text = line.decode("utf-8", "replace")
+        if LOG_RECORD.match(text):
+            in_record = True
+            continue
+        if in_record and not text.startswith("edgewise"):
+            continue
+        in_record = False
+        if CHATTER.search(text):
             after_chatter = True
             continue
         if after_chatter and not line.strip():

@@ -65,7 +65,45 @@ def field_read(parts: list[str], spark_type: str | None, types: FieldTypes) -> s
         typed = types.typed_read(parts[0], spark_type)
         if typed is not None:
             return typed
-    return _read_at(*_located(parts, types), spark_type)
+    base, path = _located(parts, types)
+    if spark_type in SAMPLED_MISFITS and tuple(parts) in types.sampled and types.type_of(parts) == spark_type:
+        return _checked_read(base, path, spark_type, parts)
+    return _read_at(base, path, spark_type)
+
+
+SAMPLED_MISFITS = {
+    # a fraction read as BIGINT is truncated by Spark's variant cast
+    "bigint": "{kind} IN ('DOUBLE', 'FLOAT') OR ({kind} LIKE 'DECIMAL%' AND {kind} NOT LIKE '%,0)')",
+    # a number or an object read as STRING is its JSON text, which compares as text where the local engine
+    # compares the value
+    "string": "{kind} NOT IN ('STRING', 'VOID')",
+}
+"""For the types a sample of the input can pin that a later value can silently not fit: SQL (over ``{kind}``, the
+value's ``schema_of_variant``) true where it does not. Other misfits already fail their event (a cast that does
+not apply) or read the same value (an integer as DOUBLE)."""
+
+
+def _checked_read(base: str, path: str, spark_type: str, parts: list[str]) -> str:
+    """A read of a field whose type a sample of the input pinned, failing the query with the field, the value and
+    what to do where a value does not fit that type, instead of giving a different value than the local engine."""
+    value = _variant_in(base, path)
+    misfit = SAMPLED_MISFITS[spark_type].format(kind=f"schema_of_variant({value})")
+    name = ".".join(parts)
+    message = f"field {name} was typed {spark_type.upper()} from a sample of the input, but an event holds "
+    ddl = "DOUBLE" if spark_type == "bigint" else "STRING"  # STRING: every value read as its JSON text
+    for part in reversed(parts[1:]):
+        ddl = f"STRUCT<{part}: {ddl}>"
+    advice = f'; declare its type on the source (schema: "{parts[0]} {ddl}") and run again'
+
+    # the check wraps the VARIANT read from, not the read: the read keeps the form the rest of the compiler
+    # recognises (``_is_text``, ``_guard``)
+    failed = f"raise_error(concat({_string(message)}, to_json({value}), {_string(advice)}))"
+    checked = f"CASE WHEN {misfit} THEN CAST({failed} AS VARIANT) ELSE {base} END"
+    return f"variant_get({checked}, '{path}', '{spark_type}')"
+
+
+def _string(text: str) -> str:
+    return exp.Literal.string(text).sql(dialect="spark")
 
 
 def _read_at(base: str, path: str, spark_type: str | None) -> str:

@@ -272,8 +272,11 @@ def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int
                 edit.only_if(f"{value} IS NOT NULL", [src[0], dst[0]], before)
 
         for src, dst in pairs:
+            sampled = tuple(src) in types.sampled
             types.set(dst, types.type_of(src))
             types.drop(src)
+            if sampled:  # the input's value under a new name: its type still comes from the sample
+                types.sampled.add(tuple(dst))
         return _edit(stage, step, exprs, applies, {}, rename)
     if op.drop is not None:
         dropped = [list(split_path(p)) for p in op.drop]
