@@ -114,6 +114,23 @@ def build_parser() -> argparse.ArgumentParser:
                      help="forget the state and input positions a previous run left in the state store")
     run.set_defaults(handler=cmd_run)
 
+    bench = sub.add_parser(
+        "bench", help="measure how fast a pipeline file runs on the local engine, and where the time goes",
+        description="Read the input (the file's own sources, which must end by themselves, or INPUT as NDJSON) "
+        "into memory, then run the pipelines over it ROUNDS times, each a fresh engine, with every sink replaced "
+        "by a counter and state in memory: the pipeline's own cost on one core, without I/O. Prints the median "
+        "events/s, the rounds' range, the share of time in each step and the peak memory. The repository's "
+        "bench/ harness compares edgewise with hand-written baselines (BENCHMARKS.md).")
+    bench.add_argument("pipeline", help="the pipeline file (YAML or JSON)")
+    bench.add_argument("input", nargs="?", help="NDJSON input file (replaces declared sources)")
+    bench.add_argument("--rounds", type=int, default=5, help="timed rounds (default 5); the median is reported")
+    bench.add_argument("--events", type=int, metavar="N", help="use only the first N events of the input")
+    bench.add_argument("--pipeline", dest="only", action="append", metavar="ID",
+                       help="run only this pipeline (repeatable)")
+    bench.add_argument("--batch-size", type=int, default=1024, help="events per batch (default 1024)")
+    bench.add_argument("--json", action="store_true", help="print the result as JSON")
+    bench.set_defaults(handler=cmd_bench)
+
     validate = sub.add_parser("validate", help="check pipeline files without running them")
     validate.add_argument("pipelines", nargs="+", metavar="PIPELINE")
     validate.set_defaults(handler=cmd_validate)
@@ -357,6 +374,44 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"edgewise: {stats.events_in} events in; out {outs}; {stats.failed} failed, "
               f"{stats.malformed} malformed, {stats.dead_lettered} dead-lettered", file=sys.stderr)
     return EXIT_OK if stats.ok else EXIT_FAILED
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import time
+
+    from edgewise.bench import read_input, report, run_rounds
+    from edgewise.config import BuildContext, load
+    from edgewise.jsonio import dumps
+    from edgewise.sources.base import Source
+    from edgewise.sources.file import FileSource, FileSourceConfig
+
+    plan = load(args.pipeline)
+    if args.rounds < 1 or (args.events is not None and args.events < 1) or args.batch_size < 1:
+        raise ConfigError("--rounds, --events and --batch-size must be at least 1")
+    sources: list[Source]
+    if args.input:
+        sources = [FileSource(FileSourceConfig(id="input", path=args.input), BuildContext("."))]
+    elif plan.sources:
+        sources = [plan.source(s) for s in plan.sources]
+    else:
+        raise ConfigError(f"{args.pipeline} declares no source: give an NDJSON input file")
+    started = time.perf_counter()
+    batches = read_input(plan, sources, args.events, args.batch_size)
+    read_seconds = time.perf_counter() - started
+    events = sum(len(b) for b in batches)
+    print(f"edgewise: {events:,} events read in {read_seconds:.2f} s; {args.rounds} rounds", file=sys.stderr)
+
+    def progress(r: int, seconds: float) -> None:
+        print(f"edgewise: round {r + 1}/{args.rounds}: {events / seconds if seconds else 0:,.0f} events/s",
+              file=sys.stderr)
+
+    result = run_rounds(plan, batches, args.rounds, only=args.only, on_round=progress)
+    result.read_seconds = read_seconds
+    if args.json:
+        sys.stdout.buffer.write(dumps({"pipeline": args.pipeline, **result.as_dict()}) + b"\n")
+    else:
+        print(report(result, f"edgewise bench {args.pipeline}: {events:,} events, local engine"))
+    return EXIT_OK
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
