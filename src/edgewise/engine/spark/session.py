@@ -64,6 +64,14 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         # with its own watermark node; the watermark is the largest they saw, as if one node saw every row
         "spark.sql.streaming.multipleWatermarkPolicy": "max",
         "spark.ui.enabled": "false",
+        # with no UI to show them, what Spark's status store keeps of past SQL executions, jobs, stages and
+        # queries only fills the driver's heap: a continuous job runs an execution per micro-batch, each with its
+        # (large) plan, and Spark keeps 1,000 of them by default
+        "spark.sql.ui.retainedExecutions": "20",
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
+        "spark.sql.streaming.ui.retainedQueries": "20",
+        "spark.sql.streaming.ui.retainedProgressUpdates": "20",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "false",
     }
