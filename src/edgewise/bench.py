@@ -2,7 +2,7 @@
 
 The input (the file's finite sources, or an NDJSON file) is read once into batches before any round, so rounds
 time the pipelines only: ingest (event times), every step, the end of input (open windows flushed), counters.
-Sinks are replaced by counters and state lives in memory: a round measures what the pipeline costs, not what a
+Sinks are replaced by ones that discard and state lives in memory: a round measures what the pipeline costs, not what a
 disk, a broker or a database costs (``bench/ingest.py`` measures the daemon's durable path). Each round is a
 fresh engine over the same batches; the median of the rounds is the result, as in ``BENCHMARKS.md``, because a
 shared machine's single runs vary by tens of percent.
@@ -69,18 +69,17 @@ class BenchResult:
         }
 
 
-class _CountingSink(Sink):
-    """Stands in for every sink of the file: counts what it is given."""
+class _DiscardingSink(Sink):
+    """Stands in for every sink of the file (the engine's own counters count what reaches it)."""
 
-    kind: ClassVar[str] = "count"
+    kind: ClassVar[str] = "discard"
     Config = SinkConfig
 
     def __init__(self, sink_id: str) -> None:
-        super().__init__(SinkConfig.model_construct(id=sink_id, type="count"), BuildContext("."))
-        self.count = 0
+        super().__init__(SinkConfig.model_construct(id=sink_id, type="discard"), BuildContext("."))
 
     def write(self, batch: Batch) -> None:
-        self.count += len(batch)
+        pass
 
 
 @dataclass
@@ -100,7 +99,7 @@ class _StepClock:
             self.seconds[f"{pipeline_id}/{guarded.step.id}"] += time.perf_counter() - started
 
 
-def read_input(plan: Plan, sources: list[Source], limit: int | None, batch_size: int) -> list[Batch]:
+def read_input(sources: list[Source], limit: int | None, batch_size: int) -> list[Batch]:
     """Every batch of ``sources``, read to their end (or to ``limit`` events)."""
     for source in sources:
         kind = getattr(source.config, "type", source.kind)
@@ -125,16 +124,16 @@ def read_input(plan: Plan, sources: list[Source], limit: int | None, batch_size:
     return batches
 
 
-def run_rounds(plan: Plan, batches: list[Batch], rounds: int, *, only: list[str] | None = None,
+def run_rounds(plan: Plan, batches: list[Batch], rounds: int, *, read_seconds: float, only: list[str] | None = None,
                on_round: Callable[[int, float], None] | None = None) -> BenchResult:
     events = sum(len(b) for b in batches)
     clock = _StepClock()
     seconds: list[float] = []
     out: dict[str, int] = {}
     failed = 0
+    names = {"default", *plan.stores, *(s.store_name for s in plan.stateful_steps())}
     for r in range(rounds):
-        names = {"default", *plan.stores, *(s.store_name for s in plan.stateful_steps())}
-        sinks: dict[str, Sink] = {sid: _CountingSink(sid) for sid in [*plan.sinks, STDOUT]}
+        sinks: dict[str, Sink] = {sid: _DiscardingSink(sid) for sid in [*plan.sinks, STDOUT]}
         engine = LocalEngine(plan, pipelines=only, sinks=sinks, stores={n: MemoryStore() for n in names},
                              instrument=clock, errors=io.StringIO(), clock=_frozen_clock())
         engine.open()
@@ -150,7 +149,7 @@ def run_rounds(plan: Plan, batches: list[Batch], rounds: int, *, only: list[str]
         out, failed = round_out, engine.stats.failed
         if on_round is not None:
             on_round(r, seconds[-1])
-    return BenchResult(events, 0.0, seconds, out, dict(clock.seconds), _peak_memory_mb(), failed)
+    return BenchResult(events, read_seconds, seconds, out, dict(clock.seconds), _peak_memory_mb(), failed)
 
 
 def _frozen_clock() -> FakeClock:

@@ -15,6 +15,7 @@ from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, 
 if TYPE_CHECKING:
     from edgewise.config.plan import Plan
     from edgewise.diff import DiffReport
+    from edgewise.sources.base import Source
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 70  # 70: EX_SOFTWARE, an internal error
 
@@ -351,21 +352,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from edgewise.config import BuildContext, load
     from edgewise.engine.idle import unused_idle_timeouts
     from edgewise.engine.local import LocalEngine
-    from edgewise.sources.base import Source
-    from edgewise.sources.file import FileSource, FileSourceConfig
     from edgewise.sources.stdin import StdinConfig, StdinSource
 
     plan = load(args.pipeline)
     for note in unused_idle_timeouts(plan.sources, "command mode"):
         print(f"edgewise: note: {note}", file=sys.stderr)
-    sources: list[Source]
-    build = BuildContext(".")
-    if args.input and args.input != "-":
-        sources = [FileSource(FileSourceConfig(id="input", path=args.input), build)]
-    elif args.input == "-" or not plan.sources:
-        sources = [StdinSource(StdinConfig(id="stdin"), build)]
-    else:  # the file's own sources; their relative paths start at the pipeline file
-        sources = [plan.source(s) for s in plan.sources]
+    sources = _given_or_declared_sources(plan, args.input) or [StdinSource(StdinConfig(id="stdin"),
+                                                                            BuildContext("."))]
     engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size),
                          commit_interval=max(0.0, args.commit_interval), fresh=args.fresh)
     stats = engine.run(sources)
@@ -376,27 +369,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK if stats.ok else EXIT_FAILED
 
 
+def _given_or_declared_sources(plan: Plan, input_path: str | None) -> list[Source] | None:
+    """The NDJSON file given on the command line, else the file's own sources (their relative paths start at the
+    pipeline file); None for standard input (``-``, or nothing given and nothing declared)."""
+    from edgewise.config import BuildContext
+    from edgewise.sources.file import FileSource, FileSourceConfig
+
+    if input_path and input_path != "-":
+        return [FileSource(FileSourceConfig(id="input", path=input_path), BuildContext("."))]
+    if input_path == "-" or not plan.sources:
+        return None
+    return [plan.source(s) for s in plan.sources]
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import time
 
     from edgewise.bench import read_input, report, run_rounds
-    from edgewise.config import BuildContext, load
+    from edgewise.config import load
     from edgewise.jsonio import dumps
-    from edgewise.sources.base import Source
-    from edgewise.sources.file import FileSource, FileSourceConfig
 
     plan = load(args.pipeline)
     if args.rounds < 1 or (args.events is not None and args.events < 1) or args.batch_size < 1:
         raise ConfigError("--rounds, --events and --batch-size must be at least 1")
-    sources: list[Source]
-    if args.input:
-        sources = [FileSource(FileSourceConfig(id="input", path=args.input), BuildContext("."))]
-    elif plan.sources:
-        sources = [plan.source(s) for s in plan.sources]
-    else:
-        raise ConfigError(f"{args.pipeline} declares no source: give an NDJSON input file")
+    sources = _given_or_declared_sources(plan, args.input)
+    if sources is None:
+        raise ConfigError("edgewise bench reads its input before timing, not from standard input: give an NDJSON "
+                          "input file" if args.input == "-" else
+                          f"{args.pipeline} declares no source: give an NDJSON input file")
     started = time.perf_counter()
-    batches = read_input(plan, sources, args.events, args.batch_size)
+    batches = read_input(sources, args.events, args.batch_size)
     read_seconds = time.perf_counter() - started
     events = sum(len(b) for b in batches)
     print(f"edgewise: {events:,} events read in {read_seconds:.2f} s; {args.rounds} rounds", file=sys.stderr)
@@ -405,8 +407,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"edgewise: round {r + 1}/{args.rounds}: {events / seconds if seconds else 0:,.0f} events/s",
               file=sys.stderr)
 
-    result = run_rounds(plan, batches, args.rounds, only=args.only, on_round=progress)
-    result.read_seconds = read_seconds
+    result = run_rounds(plan, batches, args.rounds, read_seconds=read_seconds, only=args.only, on_round=progress)
     if args.json:
         sys.stdout.buffer.write(dumps({"pipeline": args.pipeline, **result.as_dict()}) + b"\n")
     else:

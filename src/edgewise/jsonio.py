@@ -36,13 +36,16 @@ def as_written(value: Any) -> Any:
     return orjson.loads(dumps(value))
 
 
+_LINE_OPTIONS = _OPTIONS | orjson.OPT_APPEND_NEWLINE
+
+
 def dumps_line(value: Any) -> bytes:
-    return orjson.dumps(value, default=_default, option=_OPTIONS | orjson.OPT_APPEND_NEWLINE)
+    return orjson.dumps(value, default=_default, option=_LINE_OPTIONS)
 
 
 def dumps_lines(values: Iterable[Any]) -> bytes:
     """NDJSON of many values, each as ``dumps_line`` writes it (without a Python call per value)."""
-    dumps, default, option = orjson.dumps, _default, _OPTIONS | orjson.OPT_APPEND_NEWLINE
+    dumps, default, option = orjson.dumps, _default, _LINE_OPTIONS
     return b"".join([dumps(v, default=default, option=option) for v in values])
 
 

@@ -64,10 +64,10 @@ CLOCK_TRIGGER_S = 1.0
 """The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
 such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
 PROGRESS_POLL_S = 1
+"""How often (seconds) a waiting job looks for finished micro-batches to report (``progress.py``)."""
 SAMPLE_ROWS = 10_000
 """How many input records (per source) a new job types its fields from: a bounded cost at start, however large
 the input; a later value that does not fit fails the job with the field's name (``sql._checked_read``)."""
-"""How often (seconds) a waiting job looks for finished micro-batches to report (``progress.py``)."""
 
 
 @dataclass
@@ -256,8 +256,13 @@ class SparkJob:
             value = f"timestamp_micros(CAST(({sql}) * 1000000 AS BIGINT))"
         return f"CASE WHEN _to = '' THEN coalesce({value}, event_time) ELSE event_time END"
 
+    def _end_path(self, pipeline_id: str) -> str:
+        """Where the pipeline's end-of-input marker spool is."""
+        return os.path.join(self.options.checkpoint, "_end", pipeline_id)
+
     def _end_dir(self, pipeline_id: str) -> str:
-        path = os.path.join(self.options.checkpoint, "_end", pipeline_id)
+        """The end-of-input marker spool, made if it is not there yet."""
+        path = self._end_path(pipeline_id)
         os.makedirs(path, exist_ok=True)
         return path
 
@@ -318,7 +323,7 @@ class SparkJob:
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
                              malformed_upstream=window_marker)
         lines = MicroBatchLines(pipeline.id, self.progress, writer.written_by_batch,
-                                marker_dir=os.path.join(self.options.checkpoint, "_end", pipeline.id))
+                                marker_dir=self._end_path(pipeline.id))
         clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
         return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer, lines,
                                 clock_timers)
@@ -407,10 +412,11 @@ class SparkJob:
                 except Exception as exc:  # Spark's exception types vary; the message says what
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
                                          f"{_first_line(exc)}") from exc
-                c.lines.report(c.query.recentProgress)
-                c.dropped_late += _dropped_late(c.query)
+                progress = c.query.recentProgress  # converted from the JVM once, read three ways
+                c.lines.report(progress)
+                c.dropped_late += _dropped_late(progress)
                 if c.writer.malformed_upstream:
-                    c.writer.take_progress(c.query.recentProgress)
+                    c.writer.take_progress(progress)
                 error = c.query.exception()
                 if error is not None:
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: {_first_line(error)}")
@@ -496,9 +502,9 @@ def _no_data_batches(spark: SparkSession, enabled: bool) -> Iterator[None]:
         spark.conf.set(key, before or "true")
 
 
-def _dropped_late(query: StreamingQuery) -> int:
+def _dropped_late(recent_progress: list[Any]) -> int:
     total = 0
-    for progress in query.recentProgress:
+    for progress in recent_progress:
         for op in progress.get("stateOperators", []):
             total += int(op.get("numRowsDroppedByWatermark", 0))
     return total
