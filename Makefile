@@ -29,10 +29,12 @@ run: $(BIN)/.core  ## the showcase: HSL buses replayed live into an edge daemon,
 run-hub: $(BIN)/.installed  ## the showcase with its cells pipeline also on Spark, over the daemon's spool, onto the same map (needs Java 17)
 	$(BIN)/python examples/hsl/showcase.py --hub
 
-test: install  ## lint, type-check, then the test suite
+# the suite's time is mostly waiting (Spark micro-batches, daemons, a browser): three workers on two cores
+TEST_WORKERS ?= 3
+test: install  ## lint, type-check, then the test suite on TEST_WORKERS parallel workers (TEST_WORKERS=0: one process)
 	$(BIN)/ruff check src tests bench tools examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 lint: install  ## ruff
 	$(BIN)/ruff check src tests bench tools examples
