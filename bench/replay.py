@@ -1,13 +1,15 @@
 """``replay`` at ``speed: max`` against the ``file`` source, on the same recording.
 
-The bundled HSL recordings (13 files, 3,690 lines) are copied ``--copies`` times into a temporary directory (the
-copies keep their receive times: the merge's worst case, every receive time shared by ``--copies`` files). Each
+The bundled HSL recordings (13 files, 3,690 lines) are copied ``--copies`` times into a temporary directory. The
+copies keep their receive times (the merge's worst case, every receive time shared by ``--copies`` files), or with
+``--days-apart`` copy N is moved N days later, as recordings of different days are (the merge's common case:
+besides the bundled files' own overlaps, one file's lines go out at a time). Each
 round reads them to the end twice in this process, alternating: once with a ``file`` source (``format: hfp``,
 files one after the other) and once with a ``replay`` source (``speed: max``: the same lines merged across all
 files by receive time). Both start from a built source with the same files and
 end at the last batch; nothing downstream. Reports lines/s and the ratio replay / file.
 
-    .venv/bin/python bench/replay.py [--copies 20] [--rounds 5]
+    .venv/bin/python bench/replay.py [--copies 20] [--rounds 5] [--days-apart]
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,15 +36,27 @@ from edgewise.sources.replay import ReplaySource, ReplaySourceConfig  # noqa: E4
 HSL = ROOT / "data" / "hsl-hfp-apc-dumps"
 
 
-def copy_recordings(directory: Path, copies: int) -> int:
+def copy_recordings(directory: Path, copies: int, days_apart: bool = False) -> int:
     lines = 0
     for n in range(copies):
         for dump in sorted(HSL.glob("*/hfp.dump")):
             target = directory / f"copy{n:03d}" / dump.parent.name / "hfp.dump"
             target.parent.mkdir(parents=True)
-            shutil.copyfile(dump, target)
+            if days_apart:
+                target.write_bytes(b"".join(_later(line, n) for line in dump.read_bytes().splitlines(True)))
+            else:
+                shutil.copyfile(dump, target)
             lines += sum(1 for line in dump.read_bytes().splitlines() if line.strip())
     return lines
+
+
+def _later(line: bytes, days: int) -> bytes:
+    """An HFP line with its receive time (the first field) ``days`` later, written as HSL's recorders write it."""
+    stamp, sep, rest = line.partition(b" ")
+    if not days or not sep:
+        return line
+    moved = datetime.fromisoformat(stamp.decode()) + timedelta(days=days)
+    return moved.strftime("%Y-%m-%dT%H:%M:%S.%fZ").encode() + sep + rest
 
 
 def read_all(source: Source) -> int:
@@ -53,10 +68,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--copies", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "replay.json"))
+    parser.add_argument("--days-apart", action="store_true", help="copy N N days later (else: same receive times)")
+    parser.add_argument("--out", help="default: bench/results/replay.json (replay_days_apart.json)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        lines = copy_recordings(Path(tmp), args.copies)
+        lines = copy_recordings(Path(tmp), args.copies, args.days_apart)
         pattern = str(Path(tmp) / "*" / "*" / "hfp.dump")
         build = BuildContext(".")
         file_times, replay_times = [], []
@@ -76,11 +92,13 @@ def main() -> int:
         "lines": lines,
         "files": args.copies * len(list(HSL.glob("*/hfp.dump"))),
         "rounds": args.rounds,
+        "copies": "days apart" if args.days_apart else "same receive times",
         "file_lines_per_s_median": round(lines / statistics.median(file_times)),
         "replay_lines_per_s_median": round(lines / statistics.median(replay_times)),
         **ratio_stats(file_times, replay_times),
     }
-    write_result(args.out, result)
+    name = "replay_days_apart.json" if args.days_apart else "replay.json"
+    write_result(args.out or str(ROOT / "bench" / "results" / name), result)
     return 0
 
 

@@ -15,6 +15,7 @@ from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, 
 if TYPE_CHECKING:
     from edgewise.config.plan import Plan
     from edgewise.diff import DiffReport
+    from edgewise.progress import StatusLine
     from edgewise.sources.base import Source
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG, EXIT_INTERNAL = 0, 1, 2, 70  # 70: EX_SOFTWARE, an internal error
@@ -509,16 +510,17 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from edgewise.engine.idle import unused_idle_timeouts
     from edgewise.engine.spark.quiet import quiet_stderr
     from edgewise.engine.spark.sources import check_plan
+    from edgewise.progress import StatusLine
 
     plan = load(args.pipeline)
     check_plan(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     for note in unused_idle_timeouts(plan.sources, "Spark"):
         print(f"edgewise: note: {note}", file=sys.stderr)
-    with quiet_stderr(not args.verbose):
-        return _spark(args, plan)
+    with quiet_stderr(not args.verbose) as terminal, StatusLine(None if args.quiet else terminal) as status:
+        return _spark(args, plan, status)
 
 
-def _spark(args: argparse.Namespace, plan: Plan) -> int:
+def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
     from edgewise.engine.spark.session import spark_session
 
@@ -528,14 +530,16 @@ def _spark(args: argparse.Namespace, plan: Plan) -> int:
         if not sep:
             raise ConfigError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
+    status.show("starting Spark")
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf)
     options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
                            trigger_seconds=args.trigger)
+    status.show("typing the input and planning the queries")
     job = SparkJob(spark, plan, options, pipelines=args.only,
-                   progress=None if args.quiet else lambda line: print(f"edgewise: {line}", file=sys.stderr))
+                   progress=None if args.quiet else lambda line: status.say(f"edgewise: {line}"), running=status.show)
     count = len(job.compiled)
-    print(f"edgewise: {count} pipeline{'' if count == 1 else 's'} on Spark {spark.version} "
-          f"({spark.sparkContext.master}), checkpoint {os.path.abspath(args.checkpoint)}", file=sys.stderr)
+    status.say(f"edgewise: {count} pipeline{'' if count == 1 else 's'} on Spark {spark.version} "
+               f"({spark.sparkContext.master}), checkpoint {os.path.abspath(args.checkpoint)}")
     try:
         job.run()
     except KeyboardInterrupt:

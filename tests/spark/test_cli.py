@@ -118,3 +118,38 @@ def test_spark_commands_keep_sparks_chatter_off_stderr(tmp_path: Path) -> None:
     assert "passed, 0 failed" in quiet.stdout
     assert "TransformWithStateInPandas Python worker" not in quiet.stderr
     assert "log4j profile" not in quiet.stderr
+
+
+def test_spark_on_a_terminal_shows_what_it_is_doing_on_a_status_line(project: Path) -> None:
+    """Issue 17 (a progress line per micro-batch, rich): on a terminal, ``edgewise spark`` keeps a status line
+    (what it is doing now) below its lines; the lines are the ones a log gets. A separate process on a
+    pseudo-terminal, as a user runs it."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "200"}
+    cmd = [sys.executable, "-m", "edgewise", "spark", str(project / "pipeline.yaml"), "--checkpoint",
+           str(project / "ck"), "--once", "--master", "local[2]"]
+    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, env=env,
+                          cwd=project) as proc:
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # every writer closed the terminal
+                break
+            if not chunk:
+                break
+            shown += chunk
+        code = proc.wait(timeout=600)
+    os.close(master)
+    text = shown.decode("utf-8", "replace")
+    assert code == 0, text[-3000:]
+    assert "starting Spark" in text  # the status, before the JVM is up
+    assert "pipeline per-room: micro-batch 1: 0 rows in, 2 to windows (" in text  # the lines stay
+    assert "edgewise: done: 2 to out, 2 to windows" in text
+    assert "\x1b[" in text

@@ -22,6 +22,7 @@ import contextlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -106,13 +107,16 @@ class CompiledPipeline:
 class SparkJob:
     def __init__(self, spark: SparkSession, plan: Plan, options: SparkOptions, *, collect: Collector | None = None,
                  pipelines: list[str] | None = None, report: Callable[[str], None] | None = None,
-                 progress: Callable[[str], None] | None = None) -> None:
+                 progress: Callable[[str], None] | None = None, running: Callable[[str], None] | None = None) -> None:
         self.spark = spark
         self.plan = plan
         self.options = options
         self.collect = collect
         self.report = report
         self.progress = progress
+        """Says a line per finished micro-batch."""
+        self.running = running
+        """Shows what the queries are doing now, at every poll (a terminal's status line)."""
         self.only = pipelines
         check_plan(plan)
         os.makedirs(options.checkpoint, exist_ok=True)
@@ -361,6 +365,7 @@ class SparkJob:
             with _no_data_batches(self.spark, not (self.options.once and c.clock_timers)):
                 c.query = writer.start()
             c.writer.query = c.query
+            c.lines.started()
         return [c.query for c in chosen if c.query is not None]
 
     def run(self) -> None:
@@ -377,6 +382,7 @@ class SparkJob:
                 while not self.spark.streams.awaitAnyTermination(PROGRESS_POLL_S):
                     for c in self.compiled:
                         self._report_batches(c)
+                    self._show_running(self.compiled)
             except Exception as exc:  # reported as the job's failure, with Spark's message
                 raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
             return
@@ -409,6 +415,7 @@ class SparkJob:
                 try:
                     while not c.query.awaitTermination(PROGRESS_POLL_S):
                         self._report_batches(c)
+                        self._show_running([c])
                 except Exception as exc:  # Spark's exception types vary; the message says what
                     raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
                                          f"{_first_line(exc)}") from exc
@@ -431,6 +438,14 @@ class SparkJob:
         if last is None:
             return
         c.lines.report([last] if c.lines.unseen.last + 1 >= int(last["batchId"]) else c.query.recentProgress)
+
+    def _show_running(self, compiled: list[CompiledPipeline]) -> None:
+        if self.running is None:
+            return
+        now = time.monotonic()
+        doing = [c.lines.running(c.query.status, now) for c in compiled if c.query is not None and c.query.isActive]
+        if doing:
+            self.running("; ".join(doing))
 
     def stop(self) -> None:
         for c in self.compiled:

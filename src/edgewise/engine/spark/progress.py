@@ -3,12 +3,15 @@ each sink (the pipeline's writer) and how long it took.
 
 The line is made from the query's progress, which Spark completes only after the micro-batch (its
 ``foreachBatch`` cannot know the rows the sources gave), so the job polls for it while it waits
-(``SparkJob.run``) and once more when a query ends: every micro-batch gets its line, in order.
+(``SparkJob.run``) and once more when a query ends: every micro-batch gets its line, in order. On a terminal the
+same polls also show what the query is doing now (``MicroBatchLines.running``: the micro-batch running and for how
+long) on a status line that changes in place.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,11 +43,27 @@ class MicroBatchLines:
         self.marker = os.path.abspath(marker_dir) if marker_dir else None
         """The end-of-input marker's spool: its one row is not input."""
         self.unseen = Unseen()
+        self.since = time.monotonic()
+        """When the micro-batch now running began, about: the last line's time (polls are a second apart) or the
+        query's start (``started``)."""
+
+    def started(self) -> None:
+        """The pipeline's query (re)started."""
+        self.since = time.monotonic()
+
+    def running(self, status: Mapping[str, Any], now: float) -> str:
+        """What the query is doing now, from its ``status``: the micro-batch running and for how long, or what it
+        waits for (Spark's own words: ``Waiting for data to arrive``)."""
+        if status.get("isTriggerActive"):
+            return f"pipeline {self.pipeline_id}: micro-batch {self.unseen.last + 1} running ({now - self.since:.0f} s)"
+        message = str(status.get("message") or "waiting").rstrip(".")
+        return f"pipeline {self.pipeline_id}: {message[:1].lower()}{message[1:]}"
 
     def report(self, progress: list[Any]) -> None:
         """Say a line for each micro-batch in ``progress`` (a query's ``recentProgress``) not said yet."""
         for p in self.unseen.take(progress):
             line = self.line(p)
+            self.since = time.monotonic()
             if self.say is not None:
                 self.say(line)
 

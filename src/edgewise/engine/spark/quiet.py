@@ -66,10 +66,11 @@ def keep(lines: Iterator[bytes]) -> Iterator[bytes]:
 
 
 @contextmanager
-def quiet_stderr(enabled: bool = True) -> Iterator[None]:
-    """Filter Spark's chatter out of file descriptor 2 while inside (and after: the JVM outlives the block)."""
+def quiet_stderr(enabled: bool = True) -> Iterator[int]:
+    """Filter Spark's chatter out of file descriptor 2 while inside (and after: the JVM outlives the block).
+    Gives a descriptor of the real standard error (a status line on a terminal writes there, unfiltered)."""
     if not enabled:
-        yield
+        yield 2
         return
     try:
         sys.stderr.flush()
@@ -78,7 +79,7 @@ def quiet_stderr(enabled: bool = True) -> Iterator[None]:
         os.dup2(write_end, 2)
         os.close(write_end)
     except OSError:  # no file descriptors to play with (an embedding host): leave stderr as it is
-        yield
+        yield 2
         return
 
     def pump() -> None:
@@ -88,7 +89,7 @@ def quiet_stderr(enabled: bool = True) -> Iterator[None]:
 
     threading.Thread(target=pump, name="edgewise-quiet-stderr", daemon=True).start()
     try:
-        yield
+        yield real
     finally:
         sys.stderr.flush()
         os.dup2(real, 2)  # edgewise's own last lines go straight out; the JVM keeps the filtered pipe
