@@ -145,3 +145,9 @@ def test_an_internal_error_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPat
     assert "`edgewise run`: RuntimeError: boom (at edgewise/" in lines[0] and "--debug" in lines[0]
     with pytest.raises(RuntimeError, match="boom"):
         main(["--debug", "run", str(p), str(data)])
+
+
+def test_keep_open_without_once_is_refused_before_spark_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["spark", str(ROOT / "examples" / "ysb" / "windowed.yaml"), "--keep-open"])
+    assert code == 2
+    assert "--keep-open goes with --once" in capsys.readouterr().err

@@ -158,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="examples:\n"
         "  edgewise spark pipeline.yaml --checkpoint ./ck            run until stopped (Ctrl-C)\n"
         "  edgewise spark pipeline.yaml --checkpoint ./ck --once     process what is there, flush windows, stop\n"
+        "  edgewise spark pipeline.yaml --checkpoint ./ck --once --keep-open   the same, hourly on growing input\n"
         "  spark-submit --master spark://host:7077 $(which edgewise) spark pipeline.yaml --checkpoint hdfs:///ck")
     spark.add_argument("pipeline", help="the pipeline file")
     spark.add_argument("--master", default=None,
@@ -167,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default ./edgewise-checkpoint); keep it to resume, delete it to start over")
     spark.add_argument("--once", action="store_true",
                        help="process what the sources hold now, flush open windows, and stop (availableNow)")
+    spark.add_argument("--keep-open", action="store_true",
+                       help="with --once: leave the windows and event-time completions still open in the checkpoint "
+                       "for the next run to continue, instead of closing them at the end of the input (a job run "
+                       "periodically on input that keeps growing); results then come out as the watermark passes")
     spark.add_argument("--pipeline", dest="only", action="append", metavar="ID",
                        help="run only this pipeline (repeatable)")
     spark.add_argument("--max-files-per-trigger", type=int, default=None, metavar="N",
@@ -512,6 +517,8 @@ def cmd_spark(args: argparse.Namespace) -> int:
     from edgewise.engine.spark.sources import check_plan
     from edgewise.progress import StatusLine
 
+    if args.keep_open and not args.once:
+        raise ConfigError("--keep-open goes with --once (a continuous job keeps its windows open anyway)")
     plan = load(args.pipeline)
     check_plan(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     for note in unused_idle_timeouts(plan.sources, "Spark"):
@@ -533,7 +540,7 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     status.show("starting Spark")
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf)
     options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
-                           trigger_seconds=args.trigger)
+                           trigger_seconds=args.trigger, flush=not args.keep_open)
     status.show("typing the input and planning the queries")
     job = SparkJob(spark, plan, options, pipelines=args.only,
                    progress=None if args.quiet else lambda line: status.say(f"edgewise: {line}"), running=status.show)

@@ -54,3 +54,25 @@ def test_once_runs_one_micro_batch_beyond_the_data(spark: Any, tmp_path: Path, t
     assert remote == _local(text, tmp_path)
     assert len(remote) >= 3  # windows and completions closed by the end of input, not only by later data
     assert _micro_batches(tmp_path / "ck") == [0, 1]  # the data (and the marker), then one without data
+
+
+@pytest.mark.parametrize("text", [WINDOWED, KEYED], ids=["window", "event-time complete"])
+def test_keep_open_leaves_open_state_to_the_next_run_and_loses_nothing(spark: Any, tmp_path: Path, text: str) -> None:
+    """``--once --keep-open`` run periodically on a growing spool: each run gives what its data's watermark
+    closes, the open state waits in the checkpoint, and the runs together give exactly what one run over all the
+    input gives locally (a last run without --keep-open closes the rest). A flushing first run would have made the
+    second run's events late."""
+    spool = tmp_path / "in"
+    spool.mkdir()
+    first = [("a", 1, 1), ("b", 2, 2), ("a", 12, 2), ("b", 14, 1), ("a", 26, 1)]  # watermark 21: [0,10), [10,20)
+    later = [("b", 22, 2), ("a", 24, 1), ("b", 41, 1)]  # in the windows the first run left open
+    _segment(spool, 1, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in first])
+    run1 = _collecting(spark, text, tmp_path, tmp_path / "ck", flush=False)
+    early = sorted(canonical(r) for _, r in run1.get("", []))
+    _segment(spool, 2, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in later])
+    run2 = _collecting(spark, text, tmp_path, tmp_path / "ck", flush=False)
+    run3 = _collecting(spark, text, tmp_path, tmp_path / "ck")  # the input is complete: close the rest
+    rest = sorted(canonical(r) for _, r in run2.get("", []) + run3.get("", []))
+    everything = _local(text, tmp_path)
+    assert sorted(early + rest) == everything
+    assert early and rest  # each run gave some results: the first only what its watermark closed

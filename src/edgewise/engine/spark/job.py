@@ -14,6 +14,9 @@ the end of a local run. Where the sources are read in one micro-batch (file spoo
 with the data, and the one micro-batch after it, without data, gives every result; otherwise it follows in a
 run of its own once the data is processed. A checkpoint flushed that way has its
 watermark at the end of time, so further input would be late; run ``--once`` on a checkpoint that is done.
+``--keep-open`` (``SparkOptions.flush`` false) sends no marker: what is open stays in the checkpoint for the next
+run, and results come out as the data's watermark passes them (Spark's own ``availableNow``), for periodic runs on
+growing input.
 """
 
 from __future__ import annotations
@@ -84,7 +87,8 @@ class SparkOptions:
     now_us: int | None = None
     """The clock of steps run in Python (tests fix it; None: the system clock)."""
     flush: bool = True
-    """With ``once``: flush the windows still open when the input is processed (see the module docs)."""
+    """With ``once``: flush the windows still open when the input is processed (see the module docs); false is
+    ``--keep-open``."""
 
 
 @dataclass
