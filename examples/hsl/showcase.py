@@ -9,11 +9,14 @@
 5. on a terminal, keep the map up until Ctrl-C (the last windows close on it within a minute: the source is idle,
    so event time moves on with the clock); otherwise wait for those windows, then stop. Ctrl-C stops cleanly.
 
-With --hub (`make run-hub`) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would: after the
-replay, `edgewise spark --once` reads the spool the daemon wrote (out/showcase/spool: every message, with its id and
-event time), and its live sink posts the cell results to the daemon's channel `hub-cells`, shown by the same map
-(/ui/map?cells=hub-cells) beside the edge's own; without --stay the script then compares Spark's cells
-(out/showcase/hub.db) with the edge's, record by record. --hub needs the `spark` extra and Java 17.
+With --hub (`make run-hub`) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would, over the
+spool the daemon writes (out/showcase/spool: every message, with its id and event time, a segment sealed at each
+commit). During the replay, `edgewise spark --once --keep-open` runs again and again on one checkpoint: each run
+reads the segments sealed since the last, gives the windows its data's watermark closed and leaves the open ones
+for the next; after the replay one `edgewise spark --once` closes the rest. Its live sink posts the cell results
+to the daemon's channel `hub-cells`, shown by the same map (/ui/map?cells=hub-cells) beside the edge's own; without
+--stay the script then compares Spark's cells (out/showcase/hub.db) with the edge's, record by record. --hub needs
+the `spark` extra and Java 17.
 
 out/showcase/ is replaced on every run, never appended to. Only the edge core is needed (no Spark, no services),
 except for --hub.
@@ -44,6 +47,9 @@ PIPELINE = HERE / "live.yaml"
 RECORDINGS = "data/hsl-hfp-apc-dumps/*/hfp.dump"
 RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sink and spool write here too
 HUB_CHANNEL = "hub-cells"
+HUB_SCHEMA = ("event_type STRING, lat DOUBLE, long DOUBLE, tst STRING, spd DOUBLE, "
+              "topic STRUCT<operator_id: STRING, vehicle_number: STRING>")
+"""The fields the `cells` pipeline reads, as the replay sends them (HFP's topic levels are text)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,11 +84,14 @@ def main(argv: list[str] | None = None) -> int:
               f"showcase: the operations: {url}/ui", flush=True)
         if args.hub:
             hub = Hub(edgewise, url)
-            print(f"showcase: Spark's cells:  {url}/ui/map?cells={HUB_CHANNEL} (after the replay)", flush=True)
+            print(f"showcase: Spark's cells:  {url}/ui/map?cells={HUB_CHANNEL}", flush=True)
         print(f"showcase: replaying the HSL recordings {pace} (Ctrl-C stops)", flush=True)
-        replay = subprocess.run([edgewise, "replay", RECORDINGS, "--speed", args.speed, "--max-gap", "2s",
-                                 "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT, preexec_fn=die_with_parent)
-        if replay.returncode != 0:
+        replay = subprocess.Popen([edgewise, "replay", RECORDINGS, "--speed", args.speed, "--max-gap", "2s",
+                                   "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT, preexec_fn=die_with_parent)
+        if hub is not None and not hub.follow(replay):
+            replay.terminate()
+            return 1
+        if replay.wait() != 0:
             print("showcase: the replay failed (see above)", file=sys.stderr)
             return 1
         processed = wait_processed(url)
@@ -166,6 +175,8 @@ def count_cells(path: Path) -> int:
     if not path.exists():
         return 0
     with contextlib.closing(sqlite3.connect(path)) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'cells'").fetchone():
+            return 0  # no result written yet
         return int(db.execute("SELECT count(*) FROM cells").fetchone()[0])
 
 
@@ -179,26 +190,51 @@ class Hub:
         self.checkpoint = RUN_DIR / "hub-checkpoint"
         self.log = RUN_DIR / "hub.log"
         self.file.write_text(yaml.safe_dump(hub_pipeline_file(url), sort_keys=False))
+        self.runs = 0
+        """Spark runs during the replay."""
+
+    def follow(self, replay: subprocess.Popen[bytes]) -> bool:
+        """While the replay runs: `edgewise spark --once --keep-open` over the segments sealed so far, one run after
+        another on the same checkpoint. Each run posts the windows its data's watermark closed to the map and keeps
+        the open ones for the next (a flushing run would make the next run's events late). False if a run failed."""
+        spool = RUN_DIR / "spool"
+        print(f"showcase: the cells pipeline on Spark, over the daemon's spool while the replay runs "
+              f"(edgewise spark --once --keep-open, again and again; its log: {self.log.relative_to(ROOT)})",
+              flush=True)
+        while replay.poll() is None:
+            if not any(spool.glob("*.ndjson")):  # nothing sealed yet
+                time.sleep(0.5)
+                continue
+            if not self._spark("--keep-open"):
+                return False
+            self.runs += 1
+            print(f"showcase: Spark run {self.runs} during the replay: {count_cells(RUN_DIR / 'hub.db')} cell "
+                  "results so far", flush=True)
+        return True
 
     def finish(self) -> bool:
-        """Once the spool is complete: `edgewise spark --once` over it (it reads every segment, then ends the
-        input, which closes the last windows: Spark's watermark moves only with data)."""
+        """Once the spool is complete: `edgewise spark --once` over what is left (it reads the last segments, then
+        ends the input, which closes the last windows: Spark's watermark moves only with data)."""
         wait_sealed(RUN_DIR / "spool")
-        print("showcase: running the cells pipeline on Spark over the daemon's spool (edgewise spark --once; "
-              f"its log: {self.log.relative_to(ROOT)})", flush=True)
-        with open(self.log, "ab") as log:
-            once = subprocess.run([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
-                                   "--once"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                  preexec_fn=die_with_parent)
-        if once.returncode != 0:
-            print(f"showcase: the Spark job failed; its log:\n{self.log.read_text(errors='replace')[-3000:]}",
-                  file=sys.stderr)
+        print("showcase: the replay is done: closing the last windows on Spark (edgewise spark --once)", flush=True)
+        if not self._spark():
             return False
         live = httpx.get(f"{self.url}/v1/queue", timeout=5).json().get("live", {})
         print(f"showcase: Spark's cell results in {(RUN_DIR / 'hub.db').relative_to(ROOT)} "
               f"({count_cells(RUN_DIR / 'hub.db')} rows in table cells); "
               f"{live.get(HUB_CHANNEL, {}).get('published', 0)} to the map", flush=True)
         return True
+
+
+    def _spark(self, *flags: str) -> bool:
+        with open(self.log, "ab") as log:
+            done = subprocess.run([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
+                                   "--once", *flags], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                  preexec_fn=die_with_parent)
+        if done.returncode != 0:
+            print(f"showcase: the Spark job failed; its log:\n{self.log.read_text(errors='replace')[-3000:]}",
+                  file=sys.stderr)
+        return done.returncode == 0
 
 
 def hub_pipeline_file(url: str) -> dict[str, Any]:
@@ -209,7 +245,9 @@ def hub_pipeline_file(url: str) -> dict[str, Any]:
     cells = next(p for p in edge["pipelines"] if p["id"] == "cells")
     return {
         "version": 1, "name": "hsl-hub", "event_time": edge["event_time"],
-        "sources": [{"id": "spool", "type": "file", "path": "spool"}],
+        # declared, not typed from a sample: the first run's segments would pin the types for later runs, and a
+        # speed of exactly 0 early on would make `spd` BIGINT (docs/spark.md: types from a sample)
+        "sources": [{"id": "spool", "type": "file", "path": "spool", "schema": HUB_SCHEMA}],
         "pipelines": [cells],
         "sinks": [{"id": "map-cells", "type": "live", "channel": HUB_CHANNEL, "url": url},
                   {"id": "cells-db", "type": "sqlite", "path": "hub.db", "table": "cells"}],

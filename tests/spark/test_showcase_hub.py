@@ -1,7 +1,8 @@
-"""`make run-hub`: the showcase with its `cells` pipeline also on Spark (examples/hsl/showcase.py --hub). After the
-replay `edgewise spark --once` reads the spool the edge daemon wrote and posts its cell results to the daemon's live
-channel `hub-cells`. Spark's cells must equal a plain batch computation over the same lines and the edge's own, and
-the map's channel must have received every one of them. Runs in a copy of the tree."""
+"""`make run-hub`: the showcase with its `cells` pipeline also on Spark (examples/hsl/showcase.py --hub). While the
+replay runs, `edgewise spark --once --keep-open` reads the segments the edge daemon has sealed, again and again on
+one checkpoint, and after it one `--once` closes the last windows; the runs post their cell results to the daemon's
+live channel `hub-cells`. Spark's cells, over all the runs, must equal a plain batch computation over the same lines
+and the edge's own, and the map's channel must have received every one of them. Runs in a copy of the tree."""
 
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path:
     (tmp_path / "data").symlink_to(ROOT / "data")
     for name in ("live.yaml", "showcase.py"):
         shutil.copy(ROOT / "examples" / "hsl" / name, tmp_path / "examples" / "hsl" / name)
-    done = subprocess.run([sys.executable, "examples/hsl/showcase.py", "--hub", "--speed", "max", "--no-stay"],
+    # at 60x the replay lasts about half a minute: long enough for Spark runs while it goes on
+    done = subprocess.run([sys.executable, "examples/hsl/showcase.py", "--hub", "--speed", "60", "--no-stay"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=900)
     run_dir = tmp_path / "out" / "showcase"
     log = (run_dir / "hub.log").read_text(errors="replace") if (run_dir / "hub.log").exists() else ""
@@ -43,6 +45,8 @@ def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path:
     assert _cells(run_dir / "hub.db") == oracle == _cells(run_dir / "hsl.db")
     assert f"Spark's {len(oracle)} cell results equal the edge's" in done.stdout
     assert f"({len(oracle)} rows in table cells); {len(oracle)} to the map" in done.stdout
+    assert "Spark run 1 during the replay:" in done.stdout  # Spark's cells reach the map while the replay runs
+    assert log.count("edgewise: done:") >= 2  # the runs during the replay and the closing one, on one checkpoint
     assert "Traceback" not in log and "Exception" not in log, log[-3000:]
     # a local master's queries run as many shuffle partitions as it has cores, not Spark's 200 (issue 17)
     assert _shuffle_partitions(run_dir / "hub-checkpoint") == {str(os.cpu_count())}
