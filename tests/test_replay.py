@@ -22,6 +22,7 @@ from edgewise.config import BuildContext
 from edgewise.sources import recording
 from edgewise.sources.base import SourceContext
 from edgewise.sources.file import FileSource, FileSourceConfig
+from edgewise.sources.lines import BYTES_PER_EVENT
 from edgewise.sources.pacing import Pacer
 from edgewise.sources.recording import receive_time_us
 from edgewise.sources.replay import MIN_WAIT_S, ReplaySource, ReplaySourceConfig
@@ -131,6 +132,22 @@ def test_replay_gives_the_events_and_ids_the_file_source_gives(tmp_path: Path) -
     assert sorted(as_replayed, key=lambda x: x[0]) == sorted(as_filed, key=lambda x: x[0])
     received = [p["received_at"] for _, p in as_replayed]
     assert received == sorted(received)
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 100, 1024])
+def test_batches_are_sized_as_the_file_source_sizes_them(batch_size: int) -> None:
+    """At most ``batch_size`` messages and about ``batch_size * BYTES_PER_EVENT`` bytes of lines (HFP lines are
+    ~400 bytes: 1,024 events make batches of about 320); full batches until the last one, and nothing lost."""
+    paths = sorted(HSL.glob("*/hfp.dump"))
+    lines = [line for path in paths for line in path.read_bytes().splitlines() if line.strip()]
+    batches = list(source(HSL / "*" / "hfp.dump", speed="max").read(SourceContext(FakeClock(), print,
+                                                                                     batch_size=batch_size)))
+    sizes = [len(b) for b in batches]
+    assert sum(sizes) == len(lines)
+    full = sizes[0]
+    assert set(sizes[:-1]) == {full} and 1 <= sizes[-1] <= full <= batch_size
+    by_bytes = batch_size * BYTES_PER_EVENT / (sum(map(len, lines)) / len(lines))  # ~2.3, ~32, ~324 events
+    assert max(1, int(0.5 * by_bytes)) <= full <= max(1, 2 * by_bytes)  # from the first lines' average length
 
 
 @pytest.mark.parametrize("read_bytes", [None, 2048], ids=["whole-files", "small-blocks"])

@@ -158,15 +158,14 @@ class Recording:
 
     def runs(self, size: int = 1024) -> Iterator[Run]:
         """The whole recording in receive order (ties: file order, then line order), as runs of up to ``size``
-        messages (what is decoded at once: a large run's objects would outlive young garbage collections)."""
+        messages. ``hfp`` runs come undecoded (``payloads`` empty): ``decoded`` decodes what goes out, as late as
+        possible."""
         self._instant, self._seen = -1, set()
         for merged in self._merged():
             for start in range(0, len(merged), size):
                 run = merged.slice(start, start + size) if start or len(merged) > size else merged
                 if self.dedupe_lines:
                     run = self._deduped(run)
-                if self.fmt == "hfp":
-                    run = self._decoded(run)
                 if len(run):
                     yield run
 
@@ -183,11 +182,15 @@ class Recording:
         self.duplicates += dropped
         return run.select(keep) if dropped else run
 
-    def _decoded(self, run: Run) -> Run:
-        """An ``hfp`` run's messages decoded, in replay order. HFP lines carry their receive time up front, so
-        the merge orders lines and only what goes out is decoded: the merge holds bytes, not objects for the
-        garbage collector to walk (that made a replay of many overlapping files half as fast as reading them).
-        A line that does not decode is reported and left out."""
+    def decoded(self, run: Run) -> Run:
+        """A run's messages with their payloads, in replay order (other formats are decoded when read).
+
+        HFP lines carry their receive time up front, so the merge orders lines and only what goes out is decoded,
+        right before it goes: the merge holds bytes, not objects for the garbage collector to walk, and a batch's
+        payloads are made just before they are used and dropped (decoded earlier and held while a batch fills up,
+        the same work took 20% longer: bench/replay.py). A line that does not decode is reported and left out."""
+        if self.fmt != "hfp" or run.payloads:
+            return run
         decode = self.decode
         try:
             run.payloads = [decode(raw) for raw in run.raws]
@@ -255,7 +258,7 @@ class Recording:
             first = 1
             for lines in line_chunks(fh, size):
                 self.bytes_read += sum(map(len, lines)) + len(lines)
-                if self.fmt == "hfp":  # decoded after the merge (_decoded)
+                if self.fmt == "hfp":  # decoded after the merge (decoded)
                     yield self._hfp_timed(path, order, lines, first)
                 else:
                     yield self._timed(path, order, list(decoded_lines(lines, first, path, self.decode,

@@ -22,6 +22,7 @@ from edgewise.events import Batch
 from edgewise.progress import ProgressMode, ReplayProgress
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.file import LineFormatOptions, decoder_for
+from edgewise.sources.lines import batch_events
 from edgewise.sources.pacing import Pacer
 from edgewise.sources.paths import FileSet
 from edgewise.sources.recording import Recording, RecordingFormat, Run, TimeUnit
@@ -79,19 +80,21 @@ class ReplaySource(Source):
 
     def groups(self, ctx: SourceContext, recording: Recording | None = None) -> Iterator[tuple[int, Run]]:
         """The recording, paced: ``(pass, run)`` groups, each sent when its first message is due (messages due
-        within ``MIN_WAIT_S`` of it go along, up to ``ctx.batch_size``). ``pass`` counts from 1 (``loop``)."""
+        within ``MIN_WAIT_S`` of it go along, up to a batch: ``ctx.batch_size`` messages, fewer where lines are
+        long, as the ``file`` source makes them: ``lines.batch_events``). ``pass`` counts from 1 (``loop``)."""
         recording = recording or self.recording(ctx)
         pacer = Pacer(ctx.clock, self.config.pace(), self.config.max_gap)
         passes = count(1) if self.config.loop else iter((1,))
         paced = self.config.pace() is not None
-        size = ctx.batch_size
+        size = 0  # messages per batch: set from the first run's lines, by the rule of the file source
         with ReplayProgress(f"replay {self.id}", recording.total_bytes(), self.config.progress) as progress:
             for n in passes:
                 if n > 1:
                     pacer.restart()
                     progress.next_pass()
                 group = Run.empty()
-                for run in recording.runs(size):
+                for run in recording.runs(ctx.batch_size):
+                    size = size or batch_events(ctx.batch_size, run.raws)
                     start = 0
                     if paced:  # cut the run where a message is not due yet: what is before it goes now
                         for i, at in enumerate(run.at_us):
@@ -100,7 +103,7 @@ class ReplaySource(Source):
                                 continue
                             group.extend(run.slice(start, i))
                             start = i
-                            yield from _cut(n, group, size)
+                            yield from _decoded(n, recording, _batches(group, size))
                             group = Run.empty()
                             ctx.clock.sleep(wait)
                     if start == 0 and len(group) == 0 and len(run) >= size:
@@ -109,12 +112,10 @@ class ReplaySource(Source):
                         group.extend(run.slice(start, len(run)) if start else run)
                     if len(group) >= size:
                         *full, group = _batches(group, size)
-                        for batch in full:
-                            yield n, batch
+                        yield from _decoded(n, recording, full)
                     if progress.enabled:
                         progress.update(recording.bytes_read, run.at_us[-1])
-                if len(group):
-                    yield n, group
+                yield from _decoded(n, recording, [group])
                 self.duplicates = recording.duplicates
 
     def read(self, ctx: SourceContext) -> Iterator[Batch]:
@@ -141,7 +142,10 @@ def _batches(run: Run, size: int) -> list[Run]:
         [Run.empty()] if len(run) % size == 0 else [])
 
 
-def _cut(n: int, group: Run, size: int) -> Iterator[tuple[int, Run]]:
-    for batch in _batches(group, size):
+def _decoded(n: int, recording: Recording, batches: list[Run]) -> Iterator[tuple[int, Run]]:
+    """``(pass, batch)`` for each batch that holds a message once decoded."""
+    for batch in batches:
         if len(batch):
-            yield n, batch
+            batch = recording.decoded(batch)
+            if len(batch):
+                yield n, batch
