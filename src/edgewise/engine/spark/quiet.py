@@ -11,12 +11,14 @@ reported by edgewise in one line (``SparkJob``). The Spark commands use it unles
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import IO
 
 CHATTER = re.compile(
     r"Streaming TransformWithStateInPandas Python worker"
@@ -65,6 +67,11 @@ def keep(lines: Iterator[bytes]) -> Iterator[bytes]:
         yield line
 
 
+DRAINED = b"edgewise-quiet-stderr: drained\n"
+"""Written into the pipe at the end of the block; the pump is through what came before when it reads it."""
+DRAIN_TIMEOUT_S = 5.0
+
+
 @contextmanager
 def quiet_stderr(enabled: bool = True) -> Iterator[int]:
     """Filter Spark's chatter out of file descriptor 2 while inside (and after: the JVM outlives the block).
@@ -82,14 +89,29 @@ def quiet_stderr(enabled: bool = True) -> Iterator[int]:
         yield 2
         return
 
+    drained = threading.Event()
+
+    def lines(source: IO[bytes]) -> Iterator[bytes]:
+        for line in iter(source.readline, b""):
+            if line == DRAINED:  # every line before it has been written out (``keep`` looks no further ahead)
+                drained.set()
+                continue
+            yield line
+
     def pump() -> None:
         with os.fdopen(read_end, "rb") as source:
-            for line in keep(iter(source.readline, b"")):
-                os.write(real, line)
+            for line in keep(lines(source)):
+                # a closed stderr must not stop the reading: the JVM would block on a full pipe
+                with contextlib.suppress(OSError):
+                    os.write(real, line)
 
     threading.Thread(target=pump, name="edgewise-quiet-stderr", daemon=True).start()
     try:
         yield real
     finally:
         sys.stderr.flush()
+        # The pump is a daemon thread (the JVM holds the pipe open, so it never sees its end): without waiting for
+        # it here, the lines printed just before the process exits (the last micro-batch's, "done:") were lost.
+        os.write(2, DRAINED)
+        drained.wait(DRAIN_TIMEOUT_S)
         os.dup2(real, 2)  # edgewise's own last lines go straight out; the JVM keeps the filtered pipe
