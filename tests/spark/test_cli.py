@@ -111,8 +111,20 @@ def test_spark_commands_keep_sparks_chatter_off_stderr(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    fixture = str(ROOT / "conformance" / "aggregate.test.yaml")
-    quiet = subprocess.run([sys.executable, "-m", "edgewise", "test", fixture, "--engine", "spark"],
+    # one case of a keyed step: its Python worker prints its chatter (a whole conformance file took ~100 s)
+    fixture = tmp_path / "keyed.test.yaml"
+    fixture.write_text("""\
+pipeline:
+  version: 1
+  pipelines:
+    - id: p
+      steps: [{aggregate: {id: per-sensor, key: [sensor], aggs: {n: count()}, into: stats}}]
+tests:
+  - name: a running count per sensor
+    input: [{sensor: x}, {sensor: y}, {sensor: x}]
+    expect: [{sensor: x, stats: {n: 1}}, {sensor: y, stats: {n: 1}}, {sensor: x, stats: {n: 2}}]
+""", encoding="utf-8")
+    quiet = subprocess.run([sys.executable, "-m", "edgewise", "test", str(fixture), "--engine", "spark"],
                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr[-2000:]
     assert "passed, 0 failed" in quiet.stdout
