@@ -543,7 +543,8 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
                            trigger_seconds=args.trigger, flush=not args.keep_open)
     status.show("typing the input and planning the queries")
     job = SparkJob(spark, plan, options, pipelines=args.only,
-                   progress=None if args.quiet else lambda line: status.say(f"edgewise: {line}"), running=status.show)
+                   progress=None if args.quiet else lambda line: status.say(f"edgewise: {line}"),
+                   running=status.show if status.enabled else None)  # no terminal: no status polls of the JVM
     count = len(job.compiled)
     status.say(f"edgewise: {count} pipeline{'' if count == 1 else 's'} on Spark {spark.version} "
                f"({spark.sparkContext.master}), checkpoint {os.path.abspath(args.checkpoint)}")

@@ -13,8 +13,8 @@ from edgewise.sources.formats import LineDecoder, Payload, decode_ndjson, decode
 BYTES_PER_EVENT = 128
 """Sources that read lines make a batch of about ``batch_size * BYTES_PER_EVENT`` bytes of them (at most
 ``batch_size`` events): ``batch_size`` typical events, fewer large ones. A batch's payloads are made, used and
-dropped together; many large ones at once leave the CPU's caches (a replay of HFP lines in batches of 1,024 took
-about 20% longer than in batches of 320: bench/replay.py)."""
+dropped together; many large ones at once leave the CPU's caches (a replay of HFP lines of ~400 bytes was
+markedly slower in batches of 1,024 than of ~320: BENCHMARKS.md, the replay section)."""
 
 
 def batch_events(batch_size: int, lines: Sequence[bytes]) -> int:
