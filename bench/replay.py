@@ -15,7 +15,6 @@ end at the last batch; nothing downstream. Reports lines/s and the ratio replay 
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
 import tempfile
@@ -42,11 +41,9 @@ def copy_recordings(directory: Path, copies: int, days_apart: bool = False) -> i
         for dump in sorted(HSL.glob("*/hfp.dump")):
             target = directory / f"copy{n:03d}" / dump.parent.name / "hfp.dump"
             target.parent.mkdir(parents=True)
-            if days_apart:
-                target.write_bytes(b"".join(_later(line, n) for line in dump.read_bytes().splitlines(True)))
-            else:
-                shutil.copyfile(dump, target)
-            lines += sum(1 for line in dump.read_bytes().splitlines() if line.strip())
+            data = dump.read_bytes()
+            target.write_bytes(b"".join(_later(line, n) for line in data.splitlines(True)) if days_apart else data)
+            lines += sum(1 for line in data.splitlines() if line.strip())
     return lines
 
 

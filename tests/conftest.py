@@ -31,6 +31,20 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return False
 
 
+def read_terminal(fd: int) -> str:
+    """Everything written to a pseudo-terminal until every writer closed it (the master side gives EIO then)."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    return out.decode("utf-8", "replace")
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

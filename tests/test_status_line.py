@@ -11,19 +11,7 @@ import pytest
 
 from edgewise.engine.spark.progress import MicroBatchLines
 from edgewise.progress import StatusLine
-
-
-def _read_all(fd: int) -> str:
-    out = b""
-    while True:
-        try:
-            chunk = os.read(fd, 65536)
-        except OSError:  # the other side closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    return out.decode("utf-8", "replace")
+from tests.conftest import read_terminal
 
 
 def test_without_a_terminal_lines_are_plain_and_there_is_no_status(capsys: pytest.CaptureFixture[str]) -> None:
@@ -67,7 +55,7 @@ def test_on_a_terminal_the_status_changes_in_place_and_the_lines_stay(monkeypatc
             time.sleep(0.3)
     finally:
         os.close(slave)
-    shown = _read_all(master)
+    shown = read_terminal(master)
     os.close(master)
     assert "pipeline p: micro-batch 0 running (3 s)" in shown
     assert "edgewise: pipeline p: micro-batch 0: 3 rows in, 2 to out (3.4 s)" in shown

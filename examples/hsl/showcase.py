@@ -190,8 +190,6 @@ class Hub:
         self.checkpoint = RUN_DIR / "hub-checkpoint"
         self.log = RUN_DIR / "hub.log"
         self.file.write_text(yaml.safe_dump(hub_pipeline_file(url), sort_keys=False))
-        self.runs = 0
-        """Spark runs during the replay."""
 
     def follow(self, replay: subprocess.Popen[bytes]) -> bool:
         """While the replay runs: `edgewise spark --once --keep-open` over the segments sealed so far, one run after
@@ -201,14 +199,15 @@ class Hub:
         print(f"showcase: the cells pipeline on Spark, over the daemon's spool while the replay runs "
               f"(edgewise spark --once --keep-open, again and again; its log: {self.log.relative_to(ROOT)})",
               flush=True)
+        runs = 0
         while replay.poll() is None:
             if not any(spool.glob("*.ndjson")):  # nothing sealed yet
                 time.sleep(0.5)
                 continue
             if not self._spark("--keep-open"):
                 return False
-            self.runs += 1
-            print(f"showcase: Spark run {self.runs} during the replay: {count_cells(RUN_DIR / 'hub.db')} cell "
+            runs += 1
+            print(f"showcase: Spark run {runs} during the replay: {count_cells(RUN_DIR / 'hub.db')} cell "
                   "results so far", flush=True)
         return True
 
@@ -224,7 +223,6 @@ class Hub:
               f"({count_cells(RUN_DIR / 'hub.db')} rows in table cells); "
               f"{live.get(HUB_CHANNEL, {}).get('published', 0)} to the map", flush=True)
         return True
-
 
     def _spark(self, *flags: str) -> bool:
         with open(self.log, "ab") as log:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from edgewise.cli import main
-from tests.conftest import ROOT
+from tests.conftest import ROOT, read_terminal
 
 PIPELINE = """\
 version: 1
@@ -148,18 +148,9 @@ def test_spark_on_a_terminal_shows_what_it_is_doing_on_a_status_line(project: Pa
     with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave, env=env,
                           cwd=project) as proc:
         os.close(slave)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # every writer closed the terminal
-                break
-            if not chunk:
-                break
-            shown += chunk
+        text = read_terminal(master)
         code = proc.wait(timeout=600)
     os.close(master)
-    text = shown.decode("utf-8", "replace")
     assert code == 0, text[-3000:]
     assert "starting Spark" in text  # the status, before the JVM is up
     assert "pipeline per-room: micro-batch 1: 0 rows in, 2 to windows (" in text  # the lines stay

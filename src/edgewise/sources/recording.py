@@ -187,8 +187,9 @@ class Recording:
 
         HFP lines carry their receive time up front, so the merge orders lines and only what goes out is decoded,
         right before it goes: the merge holds bytes, not objects for the garbage collector to walk, and a batch's
-        payloads are made just before they are used and dropped (decoded earlier and held while a batch fills up,
-        the same work took 20% longer: bench/replay.py). A line that does not decode is reported and left out."""
+        payloads are made just before they are used and dropped (decoded earlier and held while a batch filled up,
+        the same work was slower: BENCHMARKS.md, the replay section). A line that does not decode is reported and
+        left out."""
         if self.fmt != "hfp" or run.payloads:
             return run
         decode = self.decode
