@@ -60,7 +60,9 @@ reads checked against later values); by default it declares what the hand-writte
 
 
 def edgewise_job(spark: Any, pipeline: str, spool: Path, work: Path, max_files: int | None = None,
-                 once: bool = True) -> Any:
+                 once: bool = True, flush: bool = False) -> Any:
+    """The edgewise job for YSB's ``pipeline`` over ``spool``; ``flush``: what ``--once`` does without
+    ``--keep-open`` (the windows still open at the end come out too)."""
     from edgewise.engine.spark.job import SparkJob, SparkOptions
     from edgewise.sinks.file import FileSink, FileSinkConfig
 
@@ -72,7 +74,7 @@ def edgewise_job(spark: Any, pipeline: str, spool: Path, work: Path, max_files: 
                                sinks={"out": out}, sink_classes={"out": FileSink},
                                pipelines=[dataclasses.replace(p, to=["out"]) for p in plan.pipelines])
     job = SparkJob(spark, plan, SparkOptions(checkpoint=str(work / "ck"), once=once, max_files_per_trigger=max_files,
-                                             flush=False))
+                                             flush=flush))
     return job
 
 

@@ -42,7 +42,6 @@ from edgewise.engine.spark.sources import (
     envelope_sql,
     payload_sql,
     source_frame,
-    spool_frame,
 )
 from edgewise.engine.spark.sql import SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless, runs_in_python
@@ -247,8 +246,14 @@ class SparkJob:
         """The end-of-input marker's spool, its rows routed past every step (``_end``)."""
         from pyspark.sql import functions as f
 
-        frame = spool_frame(self.spark, self._end_dir(pipeline_id), END_SOURCE)
-        return frame.select(*(f.lit(END).alias(c) if c == "_to" else c for c in F.FRAME_COLUMNS))
+        lines = (self.spark.readStream.format("text").option("pathGlobFilter", SPOOL_GLOB)
+                 .load(self._end_dir(pipeline_id)))
+        # each line is a marker edgewise wrote (write_end_marker): its columns are known, nothing to parse (a spool
+        # frame here cost a second parse-and-test branch to analyse and compile: BENCHMARKS.md)
+        return lines.select(f.lit(END_SOURCE).alias("id"),
+                            f.expr(f"timestamp_micros({END_TIME_US})").alias("event_time"),
+                            f.lit(END_SOURCE).alias("source"), f.expr("parse_json('{}')").alias(SOURCE),
+                            f.lit(END).alias("_to"), f.lit(None).cast("string").alias("_record"))
 
     def _event_time_sql(self, df: DataFrame) -> str:
         from pyspark.sql import functions as f
@@ -534,7 +539,7 @@ def write_end_marker(directory: str, name: str = "part-end") -> None:
     path = os.path.join(directory, f"{name}.ndjson")
     if os.path.exists(path):
         return
-    line = json.dumps({"id": "edgewise:end", "event_time": END_TIME_US, "source": END_SOURCE, "payload": {}})
+    line = json.dumps({"id": END_SOURCE, "event_time": END_TIME_US, "source": END_SOURCE, "payload": {}})
     with open(path + ".open", "w", encoding="utf-8") as fh:
         fh.write(line + "\n")
     os.replace(path + ".open", path)

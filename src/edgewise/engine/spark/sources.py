@@ -71,20 +71,21 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
     # output into the filters it pushes down, which would parse each line again per condition
     parsed = raw.select("*", f.explode(f.array(f.expr("try_parse_json(_line)"))).alias("_v"))
     parsed = parsed.withColumn("_env", f.expr(envelope_sql("_v", "_line")))
-    payload = payload_sql("_v", "_env")
-    frame = parsed.select(
+    # the event and whether it is an object come out of a generator too: inlined into the filters a pipeline's
+    # steps push down, each would repeat the envelope test (three times in a YSB filter: more generated code for
+    # Spark to compile at the first micro-batch, BENCHMARKS.md)
+    event = f.struct(f.expr(payload_sql("_v", "_env")).alias(SOURCE),
+                     f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"))
+    parsed = parsed.select("*", f.inline(f.array(event)))
+    return parsed.select(
         f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE {line_id} END").alias("id"),
         f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
                "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE _mtime END").alias("event_time"),
         f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
                f"ELSE {F.quote(source_id)} END").alias("source"),
-        f.expr(payload).alias(SOURCE),
-        f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"),
-        f.col("_line"),
-    )
-    return frame.select("id", "event_time", "source", SOURCE,
-                        f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
-                        f.expr("CASE WHEN _object THEN NULL ELSE _line END").alias("_record"))
+        f.col(SOURCE),
+        f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
+        f.expr("CASE WHEN _object THEN NULL ELSE _line END").alias("_record"))
 
 
 def is_object_sql(parsed: str, line: str, envelope: str) -> str:
