@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import time
+from datetime import datetime
 from itertools import islice, pairwise
 from pathlib import Path
 
@@ -32,16 +33,28 @@ HSL = ROOT / "data" / "hsl-hfp-apc-dumps"
 T0 = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z in µs
 
 
-def hfp_line(at_us: int, veh: int, n: int) -> str:
+SPELLINGS = ("Z", "+02:00", "ms")
+"""How a test recording writes receive times: as HSL's recorders (``2023-11-14T22:13:20.000000Z``), in another zone
+(``2023-11-15T00:13:20.000000+02:00``), or to the millisecond (``2023-11-14T22:13:20.000Z``, where that is exact)."""
+
+
+def hfp_line(at_us: int, veh: int, n: int, spelling: str = "Z") -> str:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at_us // 1_000_000)) + f".{at_us % 1_000_000:06d}Z"
+    if spelling == "+02:00":
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(at_us // 1_000_000 + 7200)) + \
+            f".{at_us % 1_000_000:06d}+02:00"
+    elif spelling == "ms" and at_us % 1000 == 0:
+        stamp = stamp[:-4] + "Z"
     body = json.dumps({"VP": {"veh": veh, "n": n, "tst": stamp}})
     return f"{stamp} /hfp/v2/journey/ongoing/vp/bus/0018/{veh:05d}/1065/2/Rautatientori/06:05/1020106/3/60;24 {body}"
 
 
-def write_recording(path: Path, offsets_s: list[float], veh: int = 1) -> Path:
+def write_recording(path: Path, offsets_s: list[float], veh: int = 1, spellings: tuple[str, ...] = ("Z",)) -> Path:
+    """Line ``i`` at ``offsets_s[i]`` after ``T0``, its receive time spelled ``spellings[i % len(spellings)]``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     # round, not int: 1.001 s is 1000999.99… µs as a float, and the oracle counts 1001000
-    path.write_text("".join(hfp_line(T0 + round(s * 1_000_000), veh, i) + "\n" for i, s in enumerate(offsets_s)))
+    path.write_text("".join(hfp_line(T0 + round(s * 1_000_000), veh, i, spellings[i % len(spellings)]) + "\n"
+                            for i, s in enumerate(offsets_s)))
     return path
 
 
@@ -83,26 +96,30 @@ def test_a_line_recorded_before_the_previous_one_is_sent_at_once(tmp_path: Path)
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.lists(st.integers(0, 20_000), max_size=12), min_size=1, max_size=4),
-       st.sampled_from([1.0, 7.5, "max"]), st.booleans(), st.sampled_from([1, 300, None]))
-@example(files=[[1001]], speed=1.0, in_order=True, read_bytes=None)  # found by this test: the recording writer
-# truncated 1.001 s to 1000999 µs
+       st.sampled_from([1.0, 7.5, "max"]), st.booleans(), st.sampled_from([1, 300, None]),
+       st.sampled_from([("Z",), SPELLINGS, SPELLINGS[1:]]))
+@example(files=[[1001]], speed=1.0, in_order=True, read_bytes=None, spellings=("Z",))  # found by this test: the
+# recording writer truncated 1.001 s to 1000999 µs
 def test_files_merge_in_receive_order_and_every_line_arrives_once(tmp_path_factory, files, speed, in_order,
-                                                                  read_bytes) -> None:
+                                                                  read_bytes, spellings) -> None:
     """Oracle: a line-by-line merge of the files by receive time (ties: file order), ``heapq.merge``, which sends
     a line recorded before the one preceding it in its file right after that one; ids as the ``file`` source's.
-    ``read_bytes`` makes the merge read its files in blocks of about that many bytes (1: a line at a time)."""
+    ``read_bytes`` makes the merge read its files in blocks of about that many bytes (1: a line at a time);
+    ``spellings`` mixes receive times written as HSL's recorders write them (compared as text) with others."""
     with pytest.MonkeyPatch.context() as patch:
         if read_bytes is not None:
             patch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
             patch.setattr(recording, "MIN_READ_BYTES", read_bytes)
-        merged_as_oracle_says(tmp_path_factory.mktemp("rec"), files, speed, in_order)
+        merged_as_oracle_says(tmp_path_factory.mktemp("rec"), files, speed, in_order, spellings)
 
 
-def merged_as_oracle_says(base: Path, files: list[list[int]], speed: float | str, in_order: bool) -> None:
+def merged_as_oracle_says(base: Path, files: list[list[int]], speed: float | str, in_order: bool,
+                          spellings: tuple[str, ...] = ("Z",)) -> None:
     per_file = []
     for k, offsets_ms in enumerate(files):
         offsets = sorted(offsets_ms) if in_order else offsets_ms
-        write_recording(base / f"day{k}" / "hfp.dump", [ms / 1000 for ms in offsets], veh=k)
+        write_recording(base / f"day{k}" / "hfp.dump", [ms / 1000 for ms in offsets], veh=k,
+                        spellings=spellings[k % len(spellings):] + spellings[:k % len(spellings)])
         per_file.append([(T0 + ms * 1000, k, i + 1) for i, ms in enumerate(offsets)])
     expected = [f"r:day{k}/hfp.dump:{line}" for _, k, line in heapq.merge(*per_file)]
     batches, problems = read(source(base / "*" / "hfp.dump", speed=speed), batch_size=3)
@@ -207,6 +224,29 @@ def test_ndjson_and_csv_recordings_take_their_time_field(tmp_path: Path) -> None
     batches, _ = read(source(csv, format="csv", time_field="at", speed=1))
     assert [(at, ids, [p["value"] for p in ps]) for at, ids, ps in batches] == [
         (0, ["r:readings.csv:2"], ["1"]), (4_000_000, ["r:readings.csv:3", "r:readings.csv:5"], ["2", "3"])]
+
+
+@settings(max_examples=300)
+@given(st.datetimes(), st.integers(0, 27), st.sampled_from(b"0123456789-T:.Z +x"))
+@example(datetime(2024, 2, 29, 23, 59, 59, 999999), 9, ord("0"))  # Feb 29 of a leap year, made Feb 20
+@example(datetime(2023, 2, 28), 9, ord("9"))  # Feb 29 of a year that is not a leap year
+@example(datetime(2000, 2, 29), 0, ord("1"))  # 1000 is not a leap year, 2000 is
+@example(datetime(1, 1, 1), 3, ord("0"))  # year 0
+def test_an_hfp_sort_key_is_taken_as_text_exactly_when_it_is_a_time(moment, place, char) -> None:
+    """Oracle: ``datetime``. An HFP line whose first 28 bytes are a time written as HSL writes it, in UTC to the
+    microsecond, is sorted by those bytes (``_hfp_keys``); anything else, one character changed, is not (it is
+    parsed and rewritten so, or reported): the text check accepts what ``datetime`` reads, and nothing more."""
+    key = moment.isoformat(timespec="microseconds").encode() + b"Z "
+    assert recording._hfp_keys([key + b"/hfp/v2/x {}"]) == [key]
+    assert recording.hfp_key_us(key) == receive_time_us(key.decode().strip())
+    assert recording.hfp_key(receive_time_us(key.decode().strip())) == key
+    changed = key[:place] + bytes([char]) + key[place + 1:]
+    try:
+        reads = datetime.strptime(changed[:26].decode(), "%Y-%m-%dT%H:%M:%S.%f")
+        as_written = reads.isoformat(timespec="microseconds").encode() + b"Z " == changed
+    except ValueError:
+        as_written = False
+    assert (recording._hfp_keys([changed + b"/hfp/v2/x {}"]) is not None) == as_written
 
 
 def test_receive_times_in_every_spelling() -> None:

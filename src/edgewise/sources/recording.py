@@ -6,7 +6,8 @@ the decoded record: an ISO-8601 text (``2024-02-13T16:33:00.005Z``), an Apache l
 (``10/Oct/2000:13:55:36 -0700``) or a number of ``time_unit`` since the Unix epoch.
 
 Files are merged by receive time (each file is read a block at a time, in its own order: a line earlier than the one
-before it in its file is replayed at once). HFP lines are merged as bytes and decoded when they go out. Overlapping
+before it in its file is replayed at once). HFP lines are merged as bytes and decoded when they go out; their sort
+keys are their receive times as text (``_hfp_keys``), which costs a fraction of converting each to a number. Overlapping
 recordings often hold the same message more than once; with ``dedupe_lines`` a line identical, byte for byte, to one
 already replayed at the same receive time is left out (the first file, in name order, keeps it), which takes memory
 for one instant's lines only.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import os
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,11 +40,13 @@ _iso = datetime.fromisoformat
 
 @dataclass(slots=True)
 class Run:
-    """Recorded messages in replay order, in columns: message ``i`` is ``at_us[i]``, ``files[i]``, ... A replay
+    """Recorded messages in replay order, in columns: message ``i`` is ``at[i]``, ``files[i]``, ... A replay
     moves runs, not one object per message: at ``speed: max`` the per-message work is the decoding alone."""
 
-    at_us: list[int]
-    """Receive times, microseconds since the epoch."""
+    at: list[Any]
+    """Receive times as sort keys, one kind per recording (``Recording.us`` reads one): ``hfp`` lines' are the
+    line's first 28 bytes, the time in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` and the space after it (a time
+    written otherwise is rewritten so), the other formats' are microseconds since the epoch."""
     files: list[int]
     """Each message's file: its place in name order (``Recording.files``)."""
     lines: list[int]
@@ -54,10 +58,10 @@ class Run:
     """The one file all the messages come from, if they do (their ids then share a prefix)."""
 
     def __len__(self) -> int:
-        return len(self.at_us)
+        return len(self.at)
 
     def slice(self, start: int, stop: int) -> Run:
-        return Run(self.at_us[start:stop], self.files[start:stop], self.lines[start:stop], self.raws[start:stop],
+        return Run(self.at[start:stop], self.files[start:stop], self.lines[start:stop], self.raws[start:stop],
                    self.payloads[start:stop], self.file)
 
     def select(self, mask: list[bool]) -> Run:
@@ -72,12 +76,12 @@ class Run:
             mine.extend(theirs)
 
     def _columns(self) -> tuple[list[Any], ...]:
-        return self.at_us, self.files, self.lines, self.raws, self.payloads
+        return self.at, self.files, self.lines, self.raws, self.payloads
 
     @staticmethod
     def of(columns: list[list[Any]], file: int | None) -> Run:
-        at_us, files, lines, raws, payloads = columns
-        return Run(at_us, files, lines, raws, payloads, file)
+        at, files, lines, raws, payloads = columns
+        return Run(at, files, lines, raws, payloads, file)
 
     @staticmethod
     def empty() -> Run:
@@ -119,6 +123,38 @@ def _epoch_us(moment: datetime) -> int:
     return (moment - _EPOCH) // _ONE_US  # exact: no float on the way
 
 
+HFP_KEY_BYTES = 28
+"""An HFP line's sort key: its first 28 bytes, a receive time in UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` and a space."""
+_LEAP_YEAR = rb"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)"
+_HFP_KEYS = re.compile(  # dates as datetime takes them (month lengths, leap years; no year 0), any number of keys
+    rb"(?:(?!0000)(?:\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
+    rb"|" + _LEAP_YEAR + rb"-02-29)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z )*")
+
+
+def _hfp_keys(lines: list[bytes]) -> list[bytes] | None:
+    """The sort keys of HFP lines (``HFP_KEY_BYTES``), or None if some line does not start with a time so written.
+
+    Times of one layout in one zone sort as text sorts, so the merge compares keys as bytes; checking every key's
+    layout and date with one regular expression over all of them, in C, and converting none to a number, is about
+    a quarter of what parsing each one costs (the merge's main cost besides decoding: BENCHMARKS.md, replay)."""
+    keys = [line[:HFP_KEY_BYTES] for line in lines]
+    return keys if _HFP_KEYS.fullmatch(b"".join(keys)) else None
+
+
+def hfp_key(at_us: int) -> bytes:
+    """The sort key of an HFP line received at ``at_us`` (a time not written as ``HFP_KEY_BYTES`` says)."""
+    try:
+        moment = _EPOCH + timedelta(microseconds=at_us)
+    except OverflowError:
+        raise SourceError(f"the receive time is {at_us} µs from 1970, out of range") from None
+    return f"{moment.replace(tzinfo=None).isoformat(timespec='microseconds')}Z ".encode()
+
+
+def hfp_key_us(key: bytes) -> int:
+    """The receive time of an HFP sort key, in microseconds since the epoch."""
+    return _epoch_us(_iso(key[:HFP_KEY_BYTES - 2].decode()))
+
+
 READ_BUDGET_BYTES = 4 << 20
 """What the merge holds of all files at once, split between the files (at least ``MIN_READ_BYTES`` each)."""
 MIN_READ_BYTES = 64 * 1024
@@ -151,7 +187,12 @@ class Recording:
         """Lines left out by ``dedupe_lines`` so far."""
         self.bytes_read = 0
         """Bytes of the files read so far (for progress)."""
-        self._instant, self._seen = -1, set[bytes]()  # dedupe_lines: the receive time and lines of the last instant
+        self._instant: object = None  # dedupe_lines: the receive time (key) and the lines of the last instant
+        self._seen = set[bytes]()
+
+    def us(self, key: Any) -> int:
+        """A receive time (a ``Run.at`` key) in microseconds since the epoch."""
+        return hfp_key_us(key) if self.fmt == "hfp" else int(key)
 
     def total_bytes(self) -> int:
         return sum(os.path.getsize(path) for path, _ in self.files)
@@ -160,7 +201,7 @@ class Recording:
         """The whole recording in receive order (ties: file order, then line order), as runs of up to ``size``
         messages. ``hfp`` runs come undecoded (``payloads`` empty): ``decoded`` decodes what goes out, as late as
         possible."""
-        self._instant, self._seen = -1, set()
+        self._instant, self._seen = None, set()
         for merged in self._merged():
             for start in range(0, len(merged), size):
                 run = merged.slice(start, start + size) if start or len(merged) > size else merged
@@ -172,7 +213,7 @@ class Recording:
     def _deduped(self, run: Run) -> Run:
         keep = []
         instant, seen = self._instant, self._seen
-        for at, raw in zip(run.at_us, run.raws, strict=True):
+        for at, raw in zip(run.at, run.raws, strict=True):
             if at != instant:
                 instant, seen = at, set()
             keep.append(raw not in seen)
@@ -267,28 +308,26 @@ class Recording:
                 first += len(lines)
 
     def _hfp_timed(self, path: str, order: int, lines: list[bytes], first: int) -> Run:
-        """HFP lines with the receive time each starts with, not decoded yet; blank lines are skipped, a line
-        without a readable time is reported and left out."""
+        """HFP lines with the receive time each starts with (as a sort key: ``_hfp_keys``), not decoded yet; blank
+        lines are skipped, a line without a readable time is reported and left out."""
         raws = [line.rstrip(b"\r") for line in lines]
         if b"" not in raws:
-            try:  # the common case, in a list comprehension: ISO-8601 times, no blank lines
-                at_us = [_epoch_us(_iso(line[:line.index(b" ")].decode())) for line in raws]
-                return Run(at_us, [order] * len(at_us), list(range(first, first + len(raws))), raws, [], file=order)
-            except ValueError:  # no space, not ISO-8601: line by line, each problem reported
-                pass
-        at_us, numbers, raws = [], [], []
+            keys = _hfp_keys(raws)
+            if keys is not None:  # the common case: every line starts with a time as HSL's recorders write it
+                return Run(keys, [order] * len(keys), list(range(first, first + len(raws))), raws, [], file=order)
+        keys, numbers, raws = [], [], []
         for number, line in enumerate(lines, start=first):
             line = line.rstrip(b"\r\n")
             if not line.strip():
                 continue
             try:
-                at_us.append(receive_time_us(line.partition(b" ")[0].decode("utf-8", "replace")))
+                keys.append(hfp_key(receive_time_us(line.partition(b" ")[0].decode("utf-8", "replace"))))
             except SourceError as exc:
                 self.malformed(f"{path}:{number}: the line's first field: {exc}")
                 continue
             numbers.append(number)
             raws.append(line)
-        return Run(at_us, [order] * len(at_us), numbers, raws, [], file=order)
+        return Run(keys, [order] * len(keys), numbers, raws, [], file=order)
 
     def _timed(self, path: str, order: int, decoded: list[tuple[int, bytes, Payload]]) -> Run:
         field, unit = self.time_field, self.time_unit
@@ -325,29 +364,30 @@ class _File:
         self.order = order
         self.blocks = blocks
         self.block = Run.empty()
-        self.keys: list[int] = []
+        self.keys: list[Any] = []
         """The latest receive time up to each buffered line (nondecreasing): a line's place in the merge."""
         self.pos = 0
-        self._latest = -(1 << 63)  # before any receive time
+        self._latest: Any = None  # the latest receive time (key) read, None before the first
 
     def fill(self) -> bool:
         """Read the next block that holds a message; False at the end of the file."""
         for block in self.blocks:
             if len(block):
                 self.block, self.pos = block, 0
-                at = block.at_us
-                if at[0] >= self._latest and at == sorted(at):  # in order, as recorders write (checked in C)
+                at = block.at
+                latest = at[0] if self._latest is None else self._latest
+                if at[0] >= latest and at == sorted(at):  # in order, as recorders write (checked in C)
                     self.keys = at
                 else:
-                    self.keys = list(accumulate(at, max, initial=self._latest))[1:]
+                    self.keys = list(accumulate(at, max, initial=latest))[1:]
                 self._latest = self.keys[-1]
                 return True
         return False
 
-    def end(self) -> tuple[int, int]:
+    def end(self) -> tuple[Any, int]:
         return self.keys[-1], self.order
 
-    def head(self) -> tuple[int, int]:
+    def head(self) -> tuple[Any, int]:
         return self.keys[self.pos], self.order
 
     def take(self, stop: int) -> Run:
@@ -358,7 +398,7 @@ class _File:
 
 def _sorted(parts: list[tuple[_File, Run]]) -> Run:
     """Runs of several files (in file order), merged by sort key; the sort is stable, so ties keep file order."""
-    keys: list[int] = []
+    keys: list[Any] = []
     whole = Run.empty()
     for f, run in parts:
         keys += f.keys[f.pos - len(run):f.pos]

@@ -97,8 +97,8 @@ class ReplaySource(Source):
                     size = size or batch_events(ctx.batch_size, run.raws)
                     start = 0
                     if paced:  # cut the run where a message is not due yet: what is before it goes now
-                        for i, at in enumerate(run.at_us):
-                            wait = pacer.wait_s(at)
+                        for i, at in enumerate(run.at):
+                            wait = pacer.wait_s(recording.us(at))
                             if wait < MIN_WAIT_S:
                                 continue
                             group.extend(run.slice(start, i))
@@ -114,7 +114,7 @@ class ReplaySource(Source):
                         *full, group = _batches(group, size)
                         yield from _decoded(n, recording, full)
                     if progress.enabled:
-                        progress.update(recording.bytes_read, run.at_us[-1])
+                        progress.update(recording.bytes_read, recording.us(run.at[-1]))
                 yield from _decoded(n, recording, [group])
                 self.duplicates = recording.duplicates
 
