@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from edgewise.clock import FakeClock
 from edgewise.config import BuildContext, load_text_plan
@@ -19,6 +21,7 @@ from edgewise.errors import SinkError
 from edgewise.sources.base import SourceContext
 from edgewise.sources.file import FileSource, FileSourceConfig
 from edgewise.sources.generator import GeneratorConfig, GeneratorSource
+from edgewise.sources.lines import line_chunks
 from edgewise.testing import ListSource
 from tests.conftest import ROOT
 
@@ -234,3 +237,31 @@ def test_spool_envelopes_give_their_event_with_its_id_and_event_time(tmp_path: P
     assert payloads[:2] == [{"a": 1}, {"a": 2}] and "extra" in payloads[2] and "payload" in payloads[3]
     assert ids == ["gh:d-1", "sp:part-1.ndjson:2", "sp:part-1.ndjson:3", "sp:part-1.ndjson:4"]
     assert times[0] == 5_000_000 and times[1] == 9
+
+
+class _Pipe(io.RawIOBase):
+    """A stream whose reads return what a pipe would: at most ``sizes[k]`` bytes on the k-th read, fewer than asked."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.sizes, self.pos = data, sizes, 0
+
+    def read1(self, size: int = -1) -> bytes:
+        step = self.sizes[len(self.sizes) and self.pos % len(self.sizes)] if self.sizes else size
+        out = self.data[self.pos:self.pos + max(1, min(size, step))]
+        self.pos += len(out)
+        return out
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([b"", b"a", b"{}", b"\r", b"xyz" * 20]), max_size=12), st.booleans(),
+       st.lists(st.integers(1, 70), max_size=5), st.integers(1, 64))
+def test_line_chunks_give_every_line_once_however_the_stream_is_cut(parts, ends_with_newline, sizes, size) -> None:
+    """Oracle: ``bytes.split``. Lines may end in any read, span many, or be empty; a last line without its newline
+    still comes; nothing else is added."""
+    data = b"\n".join(parts) + (b"\n" if ends_with_newline and parts else b"")
+    got = [line for lines in line_chunks(_Pipe(data, sizes), size) for line in lines]
+    expected = data.split(b"\n")
+    if expected and expected[-1] == b"":
+        expected.pop()  # the newline that ends the last line
+    assert got == expected
+    assert all(lines for lines in line_chunks(_Pipe(data, sizes), size))  # no empty chunks

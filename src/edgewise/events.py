@@ -5,8 +5,9 @@ time, an ingestion time and the id of the source it came from. The engine moves 
 parallel columns instead of one Python object per event, because a per-event object costs more than the rest
 of a stateless pipeline (see BENCHMARKS.md).
 
-Ids are built lazily: a source gives a prefix (``<source id>:<run or file identity>:``) and an offset per event,
-and the string is only made when something (a sink, a dead letter) asks for it.
+Ids are built lazily: a source gives a prefix (``<source id>:<run or file identity>:``; one per event where a
+batch holds events of several files) and an offset per event, and the string is only made when something (a sink,
+a dead letter) asks for it.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Batch:
     A batch is never mutated after it is built; steps return new batches (``select``, ``replace``).
     """
 
-    __slots__ = ("_ids", "_offsets", "event_times", "id_prefix", "ingest_time_us", "payloads", "source")
+    __slots__ = ("_ids", "_offsets", "_prefixes", "event_times", "id_prefix", "ingest_time_us", "payloads", "source")
 
     def __init__(
         self,
@@ -48,7 +49,9 @@ class Batch:
         id_prefix: str = "",
         offsets: Sequence[int] | None = None,
         ids: list[str] | None = None,
+        id_prefixes: Sequence[str] | None = None,
     ) -> None:
+        """``id_prefixes``: each event's own prefix, in place of ``id_prefix`` (events of several files)."""
         if ids is None and offsets is None:
             raise ValueError("a batch needs ids or offsets")
         self.payloads = payloads
@@ -58,15 +61,19 @@ class Batch:
         self.id_prefix = id_prefix
         self._offsets = offsets
         self._ids = ids
+        self._prefixes = None if ids is not None else id_prefixes
 
     def __len__(self) -> int:
         return len(self.payloads)
 
     def ids(self) -> list[str]:
         if self._ids is None:
-            prefix = self.id_prefix
             assert self._offsets is not None
-            self._ids = [f"{prefix}{n}" for n in self._offsets]
+            if self._prefixes is not None:
+                self._ids = list(map(str.__add__, self._prefixes, map(str, self._offsets)))
+            else:
+                prefix = self.id_prefix
+                self._ids = [f"{prefix}{n}" for n in self._offsets]
         return self._ids
 
     def select(self, mask: Sequence[bool]) -> Batch:
@@ -79,6 +86,7 @@ class Batch:
             id_prefix=self.id_prefix,
             offsets=None if self._offsets is None else list(compress(self._offsets, mask)),
             ids=None if self._ids is None else list(compress(self._ids, mask)),
+            id_prefixes=None if self._prefixes is None else list(compress(self._prefixes, mask)),
         )
 
     def slice(self, start: int, stop: int) -> Batch:
@@ -90,6 +98,7 @@ class Batch:
             id_prefix=self.id_prefix,
             offsets=None if self._offsets is None else self._offsets[start:stop],
             ids=None if self._ids is None else self._ids[start:stop],
+            id_prefixes=None if self._prefixes is None else self._prefixes[start:stop],
         )
 
     def replace(self, payloads: list[Payload]) -> Batch:
@@ -102,11 +111,12 @@ class Batch:
             id_prefix=self.id_prefix,
             offsets=self._offsets,
             ids=self._ids,
+            id_prefixes=self._prefixes,
         )
 
     def renamed(self, old_prefix: str, new_prefix: str) -> Batch:
         """The same events with ``old_prefix`` of their ids replaced by ``new_prefix`` (ids without it kept)."""
-        if self._ids is None and self.id_prefix == old_prefix:
+        if self._ids is None and self._prefixes is None and self.id_prefix == old_prefix:
             return Batch(self.payloads, source=self.source, ingest_time_us=self.ingest_time_us,
                          event_times=self.event_times, id_prefix=new_prefix, offsets=self._offsets)
         ids = [new_prefix + i[len(old_prefix):] if i.startswith(old_prefix) else i for i in self.ids()]

@@ -58,20 +58,19 @@ def line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
     """Lists of whole lines, as soon as they are available: ``read1`` returns what a pipe holds instead of
     waiting for ``size`` bytes, so a slow producer (``tail -f | edgewise run``) sees its events processed."""
     read = getattr(stream, "read1", stream.read)
-    rest = b""
+    rest = b""  # the last line read, not ended yet
     while True:
         chunk = read(size)
         if not chunk:
             if rest:
                 yield [rest]
             return
-        data = rest + chunk if rest else chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            rest = data
-            continue
-        rest = data[cut + 1 :]
-        yield data[:cut].split(b"\n")
+        lines = chunk.split(b"\n")  # the chunk as it is: joined to what was left, it would be copied twice more
+        if rest:
+            lines[0] = rest + lines[0]
+        rest = lines.pop()
+        if lines:
+            yield lines
 
 
 def make_batch(payloads: list[Payload], offsets: Sequence[int], source_id: str, id_prefix: str,

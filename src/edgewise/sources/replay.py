@@ -131,9 +131,9 @@ class ReplaySource(Source):
             if run.file is not None:  # one file's lines: ids made when asked for
                 yield Batch(run.payloads, source=self.id, ingest_time_us=now, event_times=[now] * len(run),
                             id_prefix=prefixes[run.file], offsets=run.lines)
-            else:
-                ids = list(map(str.__add__, map(prefixes.__getitem__, run.files), map(str, run.lines)))
-                yield Batch(run.payloads, source=self.id, ingest_time_us=now, event_times=[now] * len(run), ids=ids)
+            else:  # lines of several files: each its file's prefix, the ids made when asked for too
+                yield Batch(run.payloads, source=self.id, ingest_time_us=now, event_times=[now] * len(run),
+                            id_prefixes=list(map(prefixes.__getitem__, run.files)), offsets=run.lines)
 
 
 def _batches(run: Run, size: int) -> list[Run]:
