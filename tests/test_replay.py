@@ -167,6 +167,27 @@ def test_batches_are_sized_as_the_file_source_sizes_them(batch_size: int) -> Non
     assert max(1, int(0.5 * by_bytes)) <= full <= max(1, 2 * by_bytes)  # from the first lines' average length
 
 
+@pytest.mark.parametrize("read_bytes", [None, 401, 4096])
+def test_a_recording_with_crlf_line_ends_replays_as_the_same_recording_with_lf(tmp_path: Path, monkeypatch,
+                                                                              read_bytes) -> None:
+    """Oracle: the bundled recordings as they are. Written with ``\\r\\n``, read in blocks that cut some lines
+    between their ``\\r`` and ``\\n``: the same messages, ids, order and duplicates left out; no ``\\r`` in a line."""
+    if read_bytes is not None:
+        monkeypatch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
+        monkeypatch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+    for path in sorted(HSL.glob("*/hfp.dump")):
+        target = tmp_path / path.parent.name / "hfp.dump"
+        target.parent.mkdir()
+        target.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    for dedupe in (False, True):
+        lf, crlf = source(HSL / "*" / "hfp.dump", speed="max", dedupe_lines=dedupe), source(
+            tmp_path / "*" / "hfp.dump", speed="max", dedupe_lines=dedupe)
+        assert read(crlf) == read(lf)
+        assert crlf.duplicates == lf.duplicates
+    runs = list(crlf.recording(SourceContext(FakeClock(), print)).runs())
+    assert not [raw for run in runs for raw in run.raws if b"\r" in raw]
+
+
 @pytest.mark.parametrize("read_bytes", [None, 2048], ids=["whole-files", "small-blocks"])
 def test_dedupe_lines_keeps_one_of_each_line_the_overlapping_recordings_share(monkeypatch, read_bytes) -> None:
     """Oracle: the distinct lines of all the bundled recordings (four of them record the same bus, same times);
