@@ -234,6 +234,18 @@ def test_a_bad_line_in_the_middle_is_reported_and_the_rest_replayed(tmp_path: Pa
     assert "the receive time 'yesterday'" in by_line[f"{rec}:4"]
 
 
+def test_hfp_times_written_otherwise_are_merged_by_their_time_and_absurd_ones_reported(tmp_path: Path) -> None:
+    """Times HSL's recorders do not write (another zone, fewer digits, seconds since 1970) sort among the others by
+    the time they mean; a time no calendar holds is a bad line, not a wait of millennia."""
+    lines = [hfp_line(T0 + 2_000_000, 1, 0), hfp_line(T0, 1, 1, "+02:00"), "1700000001 " + hfp_line(T0, 1, 2)[28:],
+             "99999999999999 " + hfp_line(T0, 1, 3)[28:], hfp_line(T0 + 3_000_000, 1, 4, "ms")]
+    (tmp_path / "a.dump").write_text(lines[0] + "\n")
+    (tmp_path / "b.dump").write_text("\n".join(lines[1:]) + "\n")
+    batches, problems = read(source(tmp_path, speed="max"))
+    assert [p["n"] for _, _, ps in batches for p in ps] == [1, 2, 0, 4]
+    assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'b.dump'}:3: ") and "out of range" in problems[0]
+
+
 def test_ndjson_and_csv_recordings_take_their_time_field(tmp_path: Path) -> None:
     nd = tmp_path / "clicks.ndjson"
     nd.write_text("".join(json.dumps({"ts": 1_700_000_000_000 + ms, "n": i}) + "\n"
