@@ -50,7 +50,7 @@ else:
     spark = spark_session("local[2]")
 spark.sparkContext.setLogLevel("ERROR")
 metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
-def codegen():
+def codegen():  # the snapshots hold up to 1,028 values each (Spark's histograms): far more than one job compiles
     compile_ms, source = metrics.METRIC_COMPILATION_TIME(), metrics.METRIC_SOURCE_CODE_SIZE()
     return source.getCount(), sum(source.getSnapshot().getValues()), sum(compile_ms.getSnapshot().getValues())
 before = codegen()
@@ -71,7 +71,6 @@ print(json.dumps({"classes_compiled": after[0] - before[0], "java_source_chars":
                   "compile_ms": after[2] - before[2], "build_s": round(built, 2), "build_round_trips": len(calls),
                   "build_round_trips_over_10ms_s": round(sum(c for c in calls if c > 0.01), 2)}))
 """
-# the snapshots hold up to 1,028 values each (Spark's histograms): far more than one job compiles
 
 
 def measure(side: str, kind: str, spool: Path, work: Path) -> dict[str, float]:
