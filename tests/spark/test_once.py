@@ -76,3 +76,32 @@ def test_keep_open_leaves_open_state_to_the_next_run_and_loses_nothing(spark: An
     everything = _local(text, tmp_path)
     assert sorted(early + rest) == everything
     assert early and rest  # each run gave some results: the first only what its watermark closed
+
+
+CHANGELOG = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+
+
+@pytest.mark.parametrize("text", [WINDOWED, KEYED], ids=["window", "event-time complete"])
+def test_a_checkpoint_written_with_snapshot_commits_continues_with_changelog_commits(spark: Any, tmp_path: Path,
+                                                                                    text: str) -> None:
+    """edgewise's session commits RocksDB state as changelogs; checkpoints of earlier versions hold snapshots. A
+    job started the old way leaves open state (``--keep-open``), and the next run, the new way, continues it:
+    together they give what one local run over all the input gives."""
+    assert spark.conf.get(CHANGELOG) == "true"
+    spool = tmp_path / "in"
+    spool.mkdir()
+    first = [("a", 1, 1), ("b", 2, 2), ("a", 12, 2), ("b", 14, 1), ("a", 26, 1)]
+    later = [("b", 22, 2), ("a", 24, 1), ("b", 41, 1)]  # in the windows the first run left open
+    _segment(spool, 1, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in first])
+    spark.conf.set(CHANGELOG, "false")
+    try:
+        run1 = _collecting(spark, text, tmp_path, tmp_path / "ck", flush=False)
+    finally:
+        spark.conf.set(CHANGELOG, "true")
+    state = {path.name for path in (tmp_path / "ck").rglob("*") if path.suffix in (".zip", ".changelog")}
+    assert state and all(name.endswith(".zip") for name in state), state  # the first run wrote snapshots
+    _segment(spool, 2, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in later])
+    run2 = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    assert any(path.suffix == ".changelog" for path in (tmp_path / "ck").rglob("*"))  # the second, changelogs
+    got = sorted(canonical(r) for _, r in run1.get("", []) + run2.get("", []))
+    assert got == _local(text, tmp_path)

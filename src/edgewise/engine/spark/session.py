@@ -60,6 +60,10 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.streaming.stateStore.providerClass":
             "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+        # a commit writes the micro-batch's changes, not a snapshot of the whole store (snapshots are made in the
+        # background): half the commit time of a window's micro-batch (BENCHMARKS.md); an existing checkpoint
+        # continues in either mode
+        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         # a pipeline's query reads its source in several branches (results, routed rows, late-event copies), each
         # with its own watermark node; the watermark is the largest they saw, as if one node saw every row
         "spark.sql.streaming.multipleWatermarkPolicy": "max",
