@@ -310,7 +310,7 @@ class Recording:
     def _hfp_timed(self, path: str, order: int, lines: list[bytes], first: int) -> Run:
         """HFP lines with the receive time each starts with (as a sort key: ``_hfp_keys``), not decoded yet; blank
         lines are skipped, a line without a readable time is reported and left out."""
-        raws = [line.rstrip(b"\r") for line in lines]
+        raws = [line.rstrip(b"\r\n") for line in lines]
         if b"" not in raws:
             keys = _hfp_keys(raws)
             if keys is not None:  # the common case: every line starts with a time as HSL's recorders write it
