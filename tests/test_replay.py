@@ -185,7 +185,23 @@ def test_a_recording_with_crlf_line_ends_replays_as_the_same_recording_with_lf(t
         assert read(crlf) == read(lf)
         assert crlf.duplicates == lf.duplicates
     runs = list(crlf.recording(SourceContext(FakeClock(), print)).runs())
-    assert not [raw for run in runs for raw in run.raws if b"\r" in raw]
+    assert not [raw for run in runs for raw in run.raws if b"\r" in raw or b"\n" in raw]
+
+
+@pytest.mark.parametrize("read_bytes", [None, 401])
+@pytest.mark.parametrize("end", [b"\n", b"\r\n", b""], ids=["lf", "crlf", "no-newline-at-the-end"])
+def test_the_bytes_read_reach_the_recordings_size_exactly(tmp_path: Path, monkeypatch, read_bytes, end) -> None:
+    """What the progress bar counts: at the end of a replay, every byte of every file once (lines with their
+    ends, a last line without one included)."""
+    if read_bytes is not None:
+        monkeypatch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
+        monkeypatch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+    for veh in (1, 2):
+        lines = [hfp_line(T0 + i * 1_000_000, veh, i).encode() for i in range(7)]
+        (tmp_path / f"{veh}.dump").write_bytes(b"\n".join(lines).replace(b"\n", end or b"\n") + end)
+    rec = source(tmp_path / "*.dump", speed="max").recording(SourceContext(FakeClock(), print))
+    assert sum(len(run) for run in rec.runs()) == 14
+    assert rec.bytes_read == rec.total_bytes() > 0
 
 
 @pytest.mark.parametrize("read_bytes", [None, 2048], ids=["whole-files", "small-blocks"])

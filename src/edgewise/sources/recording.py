@@ -297,9 +297,10 @@ class Recording:
                 self.bytes_read += len(data)
                 yield self._timed(path, order, list(self._csv(data)))
                 return
-            first = 1
+            first, done = 1, 0
             for lines in line_chunks(fh, size):
-                self.bytes_read += sum(map(len, lines)) + len(lines)
+                self.bytes_read += fh.tell() - done  # what was read of the file, however its lines end
+                done = fh.tell()
                 if self.fmt == "hfp":  # decoded after the merge (decoded)
                     yield self._hfp_timed(path, order, lines, first)
                 else:
