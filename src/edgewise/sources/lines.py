@@ -61,7 +61,7 @@ def line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
     (``tail -f | edgewise run``) sees its events processed.
 
     The line ends stay because finding them is the costly part of cutting a read into lines: ``readlines`` looks
-    for them with ``memchr``, where ``bytes.split`` compares byte by byte (45 against 145 ns for a 240-byte line:
+    for them with ``memchr``, where ``bytes.split`` compares byte by byte (28 against 119 ns for a 240-byte line:
     BENCHMARKS.md, the YSB stateless section). Readers strip them only where they need to (orjson skips them)."""
     read = getattr(stream, "read1", stream.read)
     rest = b""  # the last line read, not ended yet

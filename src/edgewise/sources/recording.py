@@ -299,8 +299,9 @@ class Recording:
                 return
             first, done = 1, 0
             for lines in line_chunks(fh, size):
-                self.bytes_read += fh.tell() - done  # what was read of the file, however its lines end
-                done = fh.tell()
+                position = fh.tell()  # what was read of the file, however its lines end
+                self.bytes_read += position - done
+                done = position
                 if self.fmt == "hfp":  # decoded after the merge (decoded)
                     yield self._hfp_timed(path, order, lines, first)
                 else:
