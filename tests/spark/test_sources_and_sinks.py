@@ -291,3 +291,44 @@ sinks:
     with pytest.raises(SparkJobFailed, match="no row for key zz"):
         _collecting(spark, text.replace(", on_error: dead}\n      - annotate", "}\n      - annotate"), tmp_path,
                     tmp_path / "ck2")
+
+
+LOOKUP_PIPELINE = """
+version: 1
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+      - lookup: {id: enrich, table: TABLE, key: k, fields: [v, w]}
+sinks:
+  - {id: out, type: stdout}
+"""
+
+
+@pytest.mark.parametrize("table", ["rows.json", "empty.csv"])
+def test_a_lookup_table_is_held_in_the_driver_and_gives_what_the_local_engine_gives(spark: Any, tmp_path: Path,
+                                                                                   table: str) -> None:
+    """The table is a local relation (a Python-list DataFrame would start Python workers to broadcast it) and
+    every value kind survives the way there: text with quotes and non-ASCII, numbers, null, nested objects and
+    arrays, an empty key; also a table without rows. Oracle: the local engine over the same events."""
+    from edgewise.testing import run
+
+    spool = tmp_path / "in"
+    spool.mkdir()
+    (tmp_path / "rows.json").write_text(json.dumps([
+        {"k": "a", "v": 'say "hi"\n', "w": 1}, {"k": "ä→b", "v": None, "w": 2.5},
+        {"k": "", "v": {"deep": [1, {"x": None}]}, "w": [True, "t"]}, {"k": "7", "v": "seven", "w": -7}]))
+    (tmp_path / "empty.csv").write_text("k,v,w\n")
+    events = [{"k": "a", "n": 1}, {"k": "ä→b", "n": 2}, {"k": "", "n": 3}, {"k": 7, "n": 4}, {"k": "zz", "n": 5},
+              {"n": 6}]
+    (spool / "part-1.ndjson").write_text("".join(json.dumps(e) + "\n" for e in events))
+    text = LOOKUP_PIPELINE.replace("TABLE", table)
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    explained = SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck0"), once=True)).explain()
+    assert "LocalTableScan" in explained and "ExistingRDD" not in explained, explained
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    expected = run(plan, events).outputs["p"]
+    assert len(expected) == len(events)
+    key = lambda r: r["n"]  # noqa: E731
+    assert sorted((orjson.loads(orjson.dumps(r)) for _, r in got[""]), key=key) == \
+        sorted((orjson.loads(orjson.dumps(r)) for r in expected), key=key)

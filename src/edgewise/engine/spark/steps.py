@@ -20,7 +20,7 @@ from edgewise.errors import ConfigError
 from edgewise.steps.annotate import split_path
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from edgewise.steps.annotate import AnnotateConfig, AnnotateStep
     from edgewise.steps.base import Step
@@ -361,8 +361,8 @@ def compile_lookup(stage: Stage, step: LookupStep) -> Stage:
     columns = step.columns
     # the table's values are parsed into VARIANTs once, here, not per event
     rows = [(k, {c: _json_text(row.get(c)) for c in columns}) for k, row in step.table.items()]
-    table = (spark.createDataFrame(rows, "_lk_key STRING, _lk_row MAP<STRING, STRING>")
-             .selectExpr("_lk_key", "transform_values(_lk_row, (k, v) -> parse_json(v)) AS _lk_row"))
+    table = _local_table(spark, rows).selectExpr(
+        "_lk_key", "transform_values(_lk_row, (k, v) -> parse_json(v)) AS _lk_row")
     # a column whose values have one JSON type is also read at it, once per table row
     column_types = {c: _column_type(step.table.values(), c) for c in columns} if step.into is None else {}
     typed = {c: (f"_lk_t{i}", t) for i, (c, t) in enumerate(column_types.items()) if t is not None}
@@ -403,6 +403,20 @@ def _column_type(rows: Any, column: str) -> str | None:
     if len(kinds) != 1:
         return None
     return {str: "string", int: "bigint", float: "double", bool: "boolean"}.get(kinds.pop())
+
+
+def _local_table(spark: SparkSession, rows: list[tuple[str, dict[str, str]]]) -> DataFrame:
+    """A lookup table's rows as a DataFrame Spark holds in the driver (a ``LocalRelation``, through Arrow).
+
+    Made from a Python list instead, the table is an RDD of pickled rows, and the first micro-batch starts
+    Python workers to broadcast it: 1.6 s of a YSB job's first micro-batch on 2 cores, in a query that needs
+    no Python worker otherwise (BENCHMARKS.md, YSB from process start)."""
+    import pyarrow as pa
+
+    table = pa.table({"_lk_key": pa.array([k for k, _ in rows], pa.string()),
+                      "_lk_row": pa.array([list(row.items()) for _, row in rows], pa.map_(pa.string(), pa.string()))})
+    frame: DataFrame = spark.createDataFrame(table, "_lk_key STRING, _lk_row MAP<STRING, STRING>")
+    return frame
 
 
 def _json_text(value: Any) -> str:
