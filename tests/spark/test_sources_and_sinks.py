@@ -40,6 +40,15 @@ pipelines:
 """
 """A pipeline over a spool of `{"room", "t"}` events; its steps follow."""
 
+SPOOL_PIPELINE = """
+version: 1
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: p
+    steps:
+"""
+"""Pipeline ``p`` over the spool ``in``; its steps follow."""
+
 
 def _segment(spool: Path, n: int, lines: list[str]) -> None:
     """Spool segment ``n`` with ``lines``; segments are read in the order of their (fixed) modification times."""
@@ -270,12 +279,7 @@ def test_lookup_missing_error_dead_letters_or_stops_the_query(spark: Any, tmp_pa
     spool.mkdir()
     (spool / "part-1.ndjson").write_text('{"ad": "a1", "n": 1}\n{"ad": "zz", "n": 0}\n')
     (tmp_path / "ads.csv").write_text("ad,campaign\na1,c1\n")
-    text = """
-version: 1
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: p
-    steps:
+    text = SPOOL_PIPELINE + """\
       - lookup: {id: campaign, table: ads.csv, key: ad, missing: error, on_error: dead}
       - annotate: {id: ratio, set: {r: "1 / n"}, on_error: dead}
 sinks:
@@ -293,12 +297,7 @@ sinks:
                     tmp_path / "ck2")
 
 
-LOOKUP_PIPELINE = """
-version: 1
-sources: [{id: spool, type: file, path: in}]
-pipelines:
-  - id: p
-    steps:
+LOOKUP_PIPELINE = SPOOL_PIPELINE + """\
       - lookup: {id: enrich, table: TABLE, key: k, fields: [v, w]}
 sinks:
   - {id: out, type: stdout}
