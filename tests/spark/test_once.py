@@ -56,6 +56,16 @@ def test_once_runs_one_micro_batch_beyond_the_data(spark: Any, tmp_path: Path, t
     assert _micro_batches(tmp_path / "ck") == [0, 1]  # the data (and the marker), then one without data
 
 
+FIRST = [("a", 1, 1), ("b", 2, 2), ("a", 12, 2), ("b", 14, 1), ("a", 26, 1)]
+"""``(k, t, x)`` events of a first run: its watermark (21) closes the windows [0, 10) and [10, 20)."""
+LATER = [("b", 22, 2), ("a", 24, 1), ("b", 41, 1)]
+"""Events of a later run, in the windows the first run left open."""
+
+
+def _spool_events(spool: Path, n: int, events: list[tuple[str, int, int]]) -> None:
+    _segment(spool, n, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in events])
+
+
 @pytest.mark.parametrize("text", [WINDOWED, KEYED], ids=["window", "event-time complete"])
 def test_keep_open_leaves_open_state_to_the_next_run_and_loses_nothing(spark: Any, tmp_path: Path, text: str) -> None:
     """``--once --keep-open`` run periodically on a growing spool: each run gives what its data's watermark
@@ -64,12 +74,10 @@ def test_keep_open_leaves_open_state_to_the_next_run_and_loses_nothing(spark: An
     second run's events late."""
     spool = tmp_path / "in"
     spool.mkdir()
-    first = [("a", 1, 1), ("b", 2, 2), ("a", 12, 2), ("b", 14, 1), ("a", 26, 1)]  # watermark 21: [0,10), [10,20)
-    later = [("b", 22, 2), ("a", 24, 1), ("b", 41, 1)]  # in the windows the first run left open
-    _segment(spool, 1, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in first])
+    _spool_events(spool, 1, FIRST)
     run1 = _collecting(spark, text, tmp_path, tmp_path / "ck", flush=False)
     early = sorted(canonical(r) for _, r in run1.get("", []))
-    _segment(spool, 2, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in later])
+    _spool_events(spool, 2, LATER)
     run2 = _collecting(spark, text, tmp_path, tmp_path / "ck", flush=False)
     run3 = _collecting(spark, text, tmp_path, tmp_path / "ck")  # the input is complete: close the rest
     rest = sorted(canonical(r) for _, r in run2.get("", []) + run3.get("", []))
@@ -90,9 +98,7 @@ def test_a_checkpoint_written_with_snapshot_commits_continues_with_changelog_com
     assert spark.conf.get(CHANGELOG) == "true"
     spool = tmp_path / "in"
     spool.mkdir()
-    first = [("a", 1, 1), ("b", 2, 2), ("a", 12, 2), ("b", 14, 1), ("a", 26, 1)]
-    later = [("b", 22, 2), ("a", 24, 1), ("b", 41, 1)]  # in the windows the first run left open
-    _segment(spool, 1, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in first])
+    _spool_events(spool, 1, FIRST)
     spark.conf.set(CHANGELOG, "false")
     try:
         run1 = _collecting(spark, text, tmp_path, tmp_path / "ck", flush=False)
@@ -100,7 +106,7 @@ def test_a_checkpoint_written_with_snapshot_commits_continues_with_changelog_com
         spark.conf.set(CHANGELOG, "true")
     state = {path.name for path in (tmp_path / "ck").rglob("*") if path.suffix in (".zip", ".changelog")}
     assert state and all(name.endswith(".zip") for name in state), state  # the first run wrote snapshots
-    _segment(spool, 2, [json.dumps({"k": k, "t": t, "x": x}) for k, t, x in later])
+    _spool_events(spool, 2, LATER)
     run2 = _collecting(spark, text, tmp_path, tmp_path / "ck")
     assert any(path.suffix == ".changelog" for path in (tmp_path / "ck").rglob("*"))  # the second, changelogs
     got = sorted(canonical(r) for _, r in run1.get("", []) + run2.get("", []))
