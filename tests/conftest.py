@@ -11,6 +11,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE_SERVICES = os.environ.get("EDGEWISE_REQUIRE_SERVICES") == "1"
+# Spark JVMs the tests launch neither make nor use a class archive in the user's cache (edgewise/engine/spark/
+# startup.py): the tests stay independent of earlier runs, and no 30 s archive build competes with them.
+# tests/spark/test_startup.py turns it on, with its own cache.
+os.environ["EDGEWISE_SPARK_ARCHIVE"] = "off"
 
 
 def need(condition: bool, reason: str) -> None:

@@ -538,7 +538,8 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
             raise ConfigError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
     status.show("starting Spark")
-    spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf)
+    spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf,
+                          report=lambda line: status.say(f"edgewise: {line}"))
     options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
                            trigger_seconds=args.trigger, flush=not args.keep_open)
     status.show("typing the input and planning the queries")

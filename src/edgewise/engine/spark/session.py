@@ -8,8 +8,10 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from edgewise.engine.spark.startup import StartupArchive
 from edgewise.errors import EdgewiseError
 
 if TYPE_CHECKING:
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
 
 PYSPARK_VERSION = "4.3.0"
 """The tested PySpark version, pinned by the ``spark`` extra."""
+DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
 
 
 class SparkUnavailable(EdgewiseError):
@@ -32,12 +35,13 @@ def require_pyspark() -> None:
 
 
 def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_partitions: int | None = None,
-                  conf: dict[str, str] | None = None) -> SparkSession:
+                  conf: dict[str, str] | None = None, report: Callable[[str], None] | None = None) -> SparkSession:
     """The active session, or a new one configured for edgewise.
 
     ``master`` defaults to ``local[*]``; under ``spark-submit`` the submitted master wins. Python workers must run
     the driver's interpreter (``PYSPARK_PYTHON``) or they cannot import edgewise; ``SPARK_LOCAL_IP`` keeps a local
-    run on the loopback interface.
+    run on the loopback interface. A driver JVM this call launches maps the install's archive of Spark's classes,
+    or records the classes for one (``startup.py``); when it records, ``report`` (else stderr) is told once.
     """
     require_pyspark()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -54,7 +58,7 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
     settings = {
         "spark.sql.ansi.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        DRIVER_OPTIONS: "-Duser.timezone=UTC",
         "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
         # an annotate that replaces a field concatenates maps with the new value last
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
@@ -84,11 +88,28 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
+    startup = _startup_archive()
+    if startup is not None:
+        options = startup.prepare()
+        if options:
+            settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {options}".strip()
     for key, value in settings.items():
         builder = builder.config(key, value)
     session: SparkSession = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("EDGEWISE_SPARK_LOG_LEVEL", "ERROR"))
+    if startup is not None:
+        startup.started(session.sparkContext._jvm, report)
     return session
+
+
+def _startup_archive() -> StartupArchive | None:
+    """The class archive for a driver JVM this process is about to launch; None where it launches none (under
+    ``spark-submit``, or into a session already running)."""
+    from pyspark import SparkContext
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or SparkContext._active_spark_context is not None:
+        return None
+    return StartupArchive.for_this_install()
 
 
 def local_cores(master: str) -> int | None:
