@@ -71,13 +71,40 @@ def test_one_run_records_at_a_time_a_dead_holders_lock_is_taken_over_and_an_arch
     assert StartupArchive(directory).prepare().startswith("-XX:DumpLoadedClassList=")
     recorder.lock.unlink()
     recorder.failed.write_text("java -Xshare:dump exited with 1\n")
-    assert StartupArchive(directory).prepare() == ""  # a build that failed is not retried
+    assert StartupArchive(directory).prepare() == ""  # a build that failed is not retried at once
+    day_and_more = time.time() - startup.RETRY_AFTER - 60
+    os.utime(recorder.failed, (day_and_more, day_and_more))
+    assert StartupArchive(directory).prepare().startswith("-XX:DumpLoadedClassList=")  # but a day later
+    assert not recorder.failed.exists()
+    recorder.lock.unlink()
     recorder.archive.write_bytes(b"an archive")
     user = StartupArchive(directory)
     options = user.prepare()
     assert user.mode == "use"
     assert f"-XX:SharedArchiveFile={recorder.archive}" in options and "-Xshare:auto" in options
     assert "-Xlog:cds=off" in options
+
+
+class _BrokenJvm:
+    """A JVM whose every call fails, as py4j would for one without HotSpot's management beans."""
+
+    def __getattr__(self, name: str) -> object:
+        raise RuntimeError(f"no {name} here")
+
+
+def test_a_jvm_that_cannot_answer_leaves_the_run_alone(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    directory = cache / "spark-startup" / "k"
+    user = StartupArchive(directory)
+    directory.mkdir(parents=True)
+    user.archive.write_bytes(b"an archive")
+    user.prepare()
+    user.started(_BrokenJvm())
+    assert user.archive.exists()  # not known to be unused: kept
+    user.archive.unlink()
+    recorder = StartupArchive(directory)
+    recorder.prepare()
+    recorder.started(_BrokenJvm())
+    assert not recorder.lock.exists() and capsys.readouterr().err == ""  # no helper, no promise
 
 
 def test_an_unwritable_cache_starts_spark_without_an_archive(cache: Path) -> None:

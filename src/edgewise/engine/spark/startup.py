@@ -17,7 +17,7 @@ How the archive comes about, per Java and PySpark install (``StartupArchive.for_
    and starts without it where they differ (``-Xshare:auto``; its messages are silenced). A stale or damaged
    archive costs the speed-up, never a run; edgewise then sees that sharing is off (``UseSharedSpaces``) and removes
    the archive, so the next run records a new one. A build that fails is remembered (``failed``, with Java's
-   output in ``build.log``) and not retried for that install.
+   output in ``build.log``) and retried a day later at the earliest.
 
 Only where edgewise launches the JVM (not under ``spark-submit``, which started it already, and not into a running
 session). ``EDGEWISE_SPARK_ARCHIVE=off`` turns it off; ``EDGEWISE_CACHE_DIR`` moves the cache.
@@ -43,8 +43,11 @@ SWITCH = "EDGEWISE_SPARK_ARCHIVE"
 CACHE = "EDGEWISE_CACHE_DIR"
 FORMAT = 1
 """Part of every archive's key: a new layout of the cache makes new archives."""
-QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+QUIET = "-Xlog:cds=off"
 """Java's notes about an archive it cannot use go nowhere: using none is the fallback, not an error."""
+
+RETRY_AFTER = 24 * 3600
+"""Seconds after a failed build before a run records the classes for another."""
 
 Mode = Literal["use", "record", "none"]
 
@@ -121,13 +124,25 @@ class StartupArchive:
             if self.archive.exists():
                 self.mode = "use"
                 return f"-XX:SharedArchiveFile={self.archive} -Xshare:auto {QUIET}"
-            if self.failed.exists() or not self._take_lock():
+            if self._failed_lately() or not self._take_lock():
                 return ""
         except OSError:  # an unwritable cache: Spark starts as it would without edgewise
             return ""
         self.mode = "record"
         self.class_list.unlink(missing_ok=True)
         return f"-XX:DumpLoadedClassList={self.class_list}"
+
+    def _failed_lately(self) -> bool:
+        """A build failed less than ``RETRY_AFTER`` ago (a full disk may have been the cause: a day later it is
+        tried again)."""
+        try:
+            failed_at = self.failed.stat().st_mtime
+        except FileNotFoundError:
+            return False
+        if time.time() - failed_at < RETRY_AFTER:
+            return True
+        self.failed.unlink(missing_ok=True)
+        return False
 
     def _take_lock(self) -> bool:
         """The lock, unless a live process holds it (a lock left by a process that died is taken over)."""
@@ -152,26 +167,35 @@ class StartupArchive:
             if self.mode == "use" and not sharing_on(jvm):
                 self.archive.unlink(missing_ok=True)
             elif self.mode == "record":
-                system = jvm.java.lang.System
-                pid = int(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
-                (self.directory / "job.json").write_text(json.dumps({
-                    "pid": pid, "java": os.path.join(str(system.getProperty("java.home")), "bin", "java"),
-                    "classpath": str(system.getProperty("java.class.path"))}))
-                helper = subprocess.Popen(  # our own interpreter and module
-                    [sys.executable, "-m", "edgewise.engine.spark.startup", str(self.directory)],
-                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    start_new_session=True, close_fds=True)
-                self.lock.write_text(str(helper.pid))
-                note = (f"later Spark runs start faster: once this one ends, the classes its JVM loaded are archived "
-                        f"in the background (~30 s of one core, ~200 MB in {self.directory.parent}; {SWITCH}=off "
-                        "turns this off)")
-                if report is not None:
-                    report(note)
-                else:
-                    print(f"edgewise: {note}", file=sys.stderr)
-        except OSError:
-            self.lock.unlink(missing_ok=True)
+                self._hand_over(jvm)
+            else:
+                return
+        except Exception:  # noqa: BLE001  # a speed-up: whatever fails here (the cache, a JVM without these
+            # management beans, py4j) leaves the job to run as it would without it
+            if self.mode == "record":
+                self.lock.unlink(missing_ok=True)
+            return
+        if self.mode == "record":
+            note = (f"later Spark runs start faster: once this one ends, the classes its JVM loaded are archived in "
+                    f"the background (~30 s of one core, ~200 MB in {self.directory.parent}; {SWITCH}=off turns "
+                    "this off)")
+            if report is not None:
+                report(note)
+            else:
+                print(f"edgewise: {note}", file=sys.stderr)
 
+    def _hand_over(self, jvm: Any) -> None:
+        """Start the helper that builds the archive once this JVM exited; the lock becomes the helper's."""
+        system = jvm.java.lang.System
+        pid = int(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
+        (self.directory / "job.json").write_text(json.dumps({
+            "pid": pid, "java": os.path.join(str(system.getProperty("java.home")), "bin", "java"),
+            "classpath": str(system.getProperty("java.class.path"))}))
+        helper = subprocess.Popen(  # our own interpreter and module
+            [sys.executable, "-m", "edgewise.engine.spark.startup", str(self.directory)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, close_fds=True)
+        self.lock.write_text(str(helper.pid))
 
 def sharing_on(jvm: Any) -> bool:
     """Whether the JVM mapped a class-data archive (with ``-XX:SharedArchiveFile``: that one)."""
