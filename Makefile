@@ -45,9 +45,11 @@ typecheck: install  ## mypy --strict on src/
 bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCHMARKS.md); installs bytewax
 	$(BIN)/python -m pip install --quiet bytewax
 	$(BIN)/python bench/ysb_stateless.py
+	$(BIN)/python bench/ysb_stateless_bounds.py
 	$(BIN)/python bench/ysb_windowed.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/spark_ysb.py
+	$(BIN)/python bench/spark_ysb_start.py
 	$(BIN)/python bench/spark_codegen.py
 
 FUZZ_MINUTES ?= 30

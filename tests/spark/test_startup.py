@@ -56,6 +56,15 @@ def test_each_install_has_its_own_archive_and_the_switch_turns_it_off(cache: Pat
         monkeypatch.setenv(startup.SWITCH, off)
         assert StartupArchive.for_this_install() is None
     monkeypatch.delenv(startup.SWITCH)
+    monkeypatch.delenv(startup.CACHE)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", no_home)
+    assert StartupArchive.for_this_install() is None  # nowhere to keep one
+    monkeypatch.setenv(startup.CACHE, str(cache))
     monkeypatch.setenv("JAVA_HOME", str(cache / "no-java-here"))
     assert StartupArchive.for_this_install() is None
 

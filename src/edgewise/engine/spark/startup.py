@@ -92,14 +92,18 @@ class StartupArchive:
             return None
         import pyspark
 
-        real = os.path.realpath(java)
-        stat = os.stat(real)
+        try:
+            real = os.path.realpath(java)
+            stat = os.stat(real)
+            cache = cache_dir()
+        except (OSError, RuntimeError):  # no home directory to put a cache in (RuntimeError): no archive
+            return None
         ident = {"format": FORMAT, "java": real, "java_size": stat.st_size, "java_mtime": stat.st_mtime_ns,
                  "pyspark": pyspark.__version__, "pyspark_dir": os.path.dirname(os.path.realpath(pyspark.__file__)),
                  **{name: os.environ.get(name) for name in ("SPARK_HOME", "SPARK_CONF_DIR", "SPARK_DIST_CLASSPATH",
                                                             "SPARK_CLASSPATH", "HADOOP_CONF_DIR")}}
         key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
-        return cls(cache_dir() / "spark-startup" / key)
+        return cls(cache / "spark-startup" / key)
 
     @property
     def archive(self) -> Path:
