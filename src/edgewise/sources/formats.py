@@ -117,10 +117,10 @@ def decode_hfp_message(topic: str, body: bytes) -> Payload:
     info: Payload = dict(zip(_HFP_TOPIC, levels, strict=False))
     info["geohash"] = "/".join(levels[len(_HFP_TOPIC):]) or None
     info.pop("prefix", None)
-    out = dict(inner)
-    out["event_type"] = event_type
-    out["topic"] = info
-    return out
+    # the body's object is new and only ours: completed in place, not copied (~7% of decoding a recorded line)
+    inner["event_type"] = event_type
+    inner["topic"] = info
+    return inner
 
 
 def split_hfp_line(line: bytes) -> tuple[bytes, str, bytes]:
