@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from edgewise.engine.spark import startup
-from edgewise.engine.spark.startup import StartupArchive, build
+from edgewise.engine.spark.startup import StartupArchive, build, java_option
 from tests.conftest import ROOT, need
 
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv(startup.SWITCH, raising=False)
-    monkeypatch.setenv(startup.CACHE, str(tmp_path / "cache"))
-    return tmp_path / "cache"
+    monkeypatch.setenv(startup.CACHE, str(tmp_path / "the cache"))  # a space: one option to Spark all the same
+    return tmp_path / "the cache"
 
 
 def _java() -> str:
@@ -72,7 +72,8 @@ def test_each_install_has_its_own_archive_and_the_switch_turns_it_off(cache: Pat
 def test_one_run_records_at_a_time_a_dead_holders_lock_is_taken_over_and_an_archive_is_used(cache: Path) -> None:
     directory = cache / "spark-startup" / "k"
     recorder = StartupArchive(directory)
-    assert recorder.prepare() == f"-XX:DumpLoadedClassList={directory / 'classes.lst'}"
+    options = recorder.prepare()
+    assert options == f"-XX:DumpLoadedClassList={directory / 'classes.lst'}".replace(" ", "\\ ")
     assert recorder.mode == "record" and recorder.lock.read_text() == str(os.getpid())
     second = StartupArchive(directory)
     assert second.prepare() == "" and second.mode == "none"  # the holder (this process) is alive
@@ -90,7 +91,7 @@ def test_one_run_records_at_a_time_a_dead_holders_lock_is_taken_over_and_an_arch
     user = StartupArchive(directory)
     options = user.prepare()
     assert user.mode == "use"
-    assert f"-XX:SharedArchiveFile={recorder.archive}" in options and "-Xshare:auto" in options
+    assert java_option("-XX:SharedArchiveFile=", recorder.archive) in options and "-Xshare:auto" in options
     assert "-Xlog:cds=off" in options
 
 
@@ -197,12 +198,13 @@ def test_a_second_spark_run_maps_the_archive_the_first_one_recorded(tmp_path: Pa
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "part-1.ndjson").write_text("".join(json.dumps({"n": n, "room": "a"}) + "\n"
                                                            for n in range(5)))
-    env = {**os.environ, startup.CACHE: str(tmp_path / "cache"), "PYTHONPATH": str(ROOT / "src")}
+    cache = tmp_path / "a cache"  # a space in the path: the Java options must stay whole
+    env = {**os.environ, startup.CACHE: str(cache), "PYTHONPATH": str(ROOT / "src")}
     env.pop(startup.SWITCH, None)
     err, first = _spark_run(tmp_path, 1, env)
     assert [r["n"] for r in first] == [2, 3, 4]
     assert "later Spark runs start faster" in err
-    (directory,) = (tmp_path / "cache" / "spark-startup").iterdir()
+    (directory,) = (cache / "spark-startup").iterdir()
     archive = directory / "classes.jsa"
     deadline = time.monotonic() + 240  # the helper builds it once the first run's JVM is gone
     while (not archive.exists() or (directory / "building").exists()) and time.monotonic() < deadline:
@@ -219,4 +221,4 @@ def test_a_second_spark_run_maps_the_archive_the_first_one_recorded(tmp_path: Pa
     _, third = _spark_run(tmp_path, 3, env)
     assert third == first
     assert not archive.exists()  # Java started without it; edgewise saw that and removed it
-    shutil.rmtree(tmp_path / "cache")
+    shutil.rmtree(cache)

@@ -29,6 +29,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,17 @@ def java_executable() -> str | None:
     if home:
         return os.path.join(home, "bin", "java")
     return shutil.which("java")
+
+
+def java_option(option: str, path: Path) -> str:
+    r"""``option`` and ``path`` as one word of ``spark.driver.extraJavaOptions``, which Spark's launcher splits at
+    whitespace and reads quotes and backslashes in: each of those in the path is escaped (a cache under
+    ``/home/J Doe`` stays one option).
+
+    >>> java_option("-XX:SharedArchiveFile=", Path("/home/J Doe/it's.jsa"))
+    "-XX:SharedArchiveFile=/home/J\\ Doe/it\\'s.jsa"
+    """
+    return option + re.sub(r"""([\s'"\\])""", r"\\\1", str(path))
 
 
 def switched_off() -> bool:
@@ -127,14 +139,14 @@ class StartupArchive:
         try:
             if self.archive.exists():
                 self.mode = "use"
-                return f"-XX:SharedArchiveFile={self.archive} -Xshare:auto {QUIET}"
+                return f"{java_option('-XX:SharedArchiveFile=', self.archive)} -Xshare:auto {QUIET}"
             if self._failed_lately() or not self._take_lock():
                 return ""
         except OSError:  # an unwritable cache: Spark starts as it would without edgewise
             return ""
         self.mode = "record"
         self.class_list.unlink(missing_ok=True)
-        return f"-XX:DumpLoadedClassList={self.class_list}"
+        return java_option("-XX:DumpLoadedClassList=", self.class_list)
 
     def _failed_lately(self) -> bool:
         """A build failed less than ``RETRY_AFTER`` ago (a full disk may have been the cause: a day later it is
