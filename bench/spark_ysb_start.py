@@ -40,6 +40,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from common import YSB, campaign_table  # noqa: E402
 from spark_ysb import SCHEMA, count_lines, write_spool  # noqa: E402
 
+from edgewise.engine.spark.startup import StartupArchive  # noqa: E402
+
 HAND_WRITTEN = r"""
 import sys
 from pathlib import Path
@@ -84,13 +86,14 @@ def make_archive(spool: Path, base: Path, env: dict[str, str], cores: int) -> tu
                  f"local[{cores}]", "--checkpoint", str(work / "ck")], env)
     started = time.perf_counter()
     (directory,) = (Path(env["EDGEWISE_CACHE_DIR"]) / "spark-startup").iterdir()
-    while (directory / "building").exists():
+    archive = StartupArchive(directory)
+    while archive.lock.exists():
         time.sleep(0.2)
-    if not (directory / "classes.jsa").exists():
+    if not archive.archive.exists():
         raise SystemExit(f"no class archive was made: {directory / 'build.log'}")
-    return directory / "classes.jsa", {
+    return archive.archive, {
         "recording_run_s": round(first, 2), "build_after_exit_s": round(time.perf_counter() - started, 1),
-        "size_mb": round((directory / "classes.jsa").stat().st_size / 1e6)}
+        "size_mb": round(archive.archive.stat().st_size / 1e6)}
 
 
 def compare(edgewise: list[float], hand_written: list[float]) -> dict[str, float]:

@@ -133,6 +133,11 @@ class StartupArchive:
     def failed(self) -> Path:
         return self.directory / "failed"
 
+    @property
+    def job(self) -> Path:
+        """What the helper needs of the recording JVM: its pid, its ``java`` and its class path."""
+        return self.directory / "job.json"
+
     def prepare(self) -> str:
         """Decide what this run does and give the driver's Java options for it ("" for nothing)."""
         self.mode = "none"
@@ -178,20 +183,20 @@ class StartupArchive:
 
     def started(self, jvm: Any, report: Callable[[str], None] | None = None) -> None:
         """After the session started: remove an archive Java did not map; or, when recording, hand the class list
-        to the helper that makes the archive once this JVM exits, and say so (to ``report``, else on stderr)."""
-        try:
-            if self.mode == "use" and not sharing_on(jvm):
-                self.archive.unlink(missing_ok=True)
-            elif self.mode == "record":
+        to the helper that makes the archive once this JVM exits, and say so (to ``report``, else on stderr).
+
+        A speed-up only: whatever fails here (the cache, a JVM without these management beans, py4j) leaves the
+        job to run as it would without it, and an archive not known to be unused is kept."""
+        if self.mode == "use":
+            with contextlib.suppress(Exception):
+                if not sharing_on(jvm):
+                    self.archive.unlink(missing_ok=True)
+        elif self.mode == "record":
+            try:
                 self._hand_over(jvm)
-            else:
-                return
-        except Exception:  # noqa: BLE001  # a speed-up: whatever fails here (the cache, a JVM without these
-            # management beans, py4j) leaves the job to run as it would without it
-            if self.mode == "record":
+            except Exception:  # noqa: BLE001  # see above: no helper, so no lock and no promise
                 self.lock.unlink(missing_ok=True)
-            return
-        if self.mode == "record":
+                return
             note = (f"later Spark runs start faster: once this one ends, the classes its JVM loaded are archived in "
                     f"the background (~30 s of one core, ~200 MB in {self.directory.parent}; {SWITCH}=off turns "
                     "this off)")
@@ -204,7 +209,7 @@ class StartupArchive:
         """Start the helper that builds the archive once this JVM exited; the lock becomes the helper's."""
         system = jvm.java.lang.System
         pid = int(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getPid())
-        (self.directory / "job.json").write_text(json.dumps({
+        self.job.write_text(json.dumps({
             "pid": pid, "java": os.path.join(str(system.getProperty("java.home")), "bin", "java"),
             "classpath": str(system.getProperty("java.class.path"))}))
         helper = subprocess.Popen(  # our own interpreter and module
@@ -212,6 +217,7 @@ class StartupArchive:
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, close_fds=True)
         self.lock.write_text(str(helper.pid))
+
 
 def sharing_on(jvm: Any) -> bool:
     """Whether the JVM mapped a class-data archive (with ``-XX:SharedArchiveFile``: that one)."""
@@ -225,7 +231,7 @@ def build(directory: Path, *, poll: float = 0.5) -> bool:
     Returns whether an archive was made."""
     archive = StartupArchive(directory)
     try:
-        job = json.loads((directory / "job.json").read_text())
+        job = json.loads(archive.job.read_text())
         while _alive(int(job["pid"])):
             time.sleep(poll)
         if not archive.class_list.exists() or archive.class_list.stat().st_size == 0:
