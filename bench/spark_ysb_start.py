@@ -90,7 +90,7 @@ def make_archive(spool: Path, base: Path, env: dict[str, str], cores: int) -> tu
     while archive.lock.exists():
         time.sleep(0.2)
     if not archive.archive.exists():
-        raise SystemExit(f"no class archive was made: {directory / 'build.log'}")
+        raise SystemExit(f"no class archive was made: {archive.build_log}")
     return archive.archive, {
         "recording_run_s": round(first, 2), "build_after_exit_s": round(time.perf_counter() - started, 1),
         "size_mb": round(archive.archive.stat().st_size / 1e6)}

@@ -134,6 +134,11 @@ class StartupArchive:
         return self.directory / "failed"
 
     @property
+    def build_log(self) -> Path:
+        """What ``java -Xshare:dump`` printed in the last build."""
+        return self.directory / "build.log"
+
+    @property
     def job(self) -> Path:
         """What the helper needs of the recording JVM: its pid, its ``java`` and its class path."""
         return self.directory / "job.json"
@@ -236,8 +241,8 @@ def build(directory: Path, *, poll: float = 0.5) -> bool:
             time.sleep(poll)
         if not archive.class_list.exists() or archive.class_list.stat().st_size == 0:
             return False
-        partial = directory / f"classes.jsa.{os.getpid()}.part"
-        with open(directory / "build.log", "wb") as log:
+        partial = archive.archive.with_name(f"{archive.archive.name}.{os.getpid()}.part")
+        with open(archive.build_log, "wb") as log:
             done = subprocess.run(  # the JVM the job ran on
                 [job["java"], "-Xshare:dump", f"-XX:SharedClassListFile={archive.class_list}",
                  f"-XX:SharedArchiveFile={partial}", "-cp", job["classpath"], *QUIET.split()],
