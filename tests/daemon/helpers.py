@@ -21,6 +21,17 @@ from edgewise.daemon.log import Log
 from edgewise.daemon.server import Daemon, DaemonOptions
 
 
+def wait_for(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:
+    """Until ``condition()`` is true (checked every 50 ms): what a daemon does on its own clock (a free-space check,
+    statistics sent every 0.5 s) is waited for, not slept for, so a loaded machine is slower, not failing."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def wait_processed(client: httpx.Client, n: int, timeout: float = 30) -> None:
     """Until the daemon behind ``client`` has processed at least ``n`` events and holds none waiting."""
     deadline = time.monotonic() + timeout

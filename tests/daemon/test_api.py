@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 
 from edgewise.daemon.queue import QueueReader, queue_path
+from tests.daemon.helpers import wait_for
 
 FILE_PIPELINE = """
 version: 1
@@ -148,7 +149,7 @@ def test_a_full_queue_answers_507_and_keeps_working(start_daemon, tmp_path):
 
 def test_a_nearly_full_disk_answers_507(start_daemon, tmp_path):
     d = start_daemon(FILE_PIPELINE.format(out=tmp_path / "out"), min_free=1 << 62)
-    time.sleep(0.2)  # the free-space check runs every 50 ms
+    wait_for(lambda: d.client.get("/v1/queue").json()["disk_full"], 10, "the free-space check")  # every 50 ms
     r = d.post("/v1/events", "{}")
     assert r.status_code == 507 and "full" in r.json()["error"] and r.headers["Retry-After"]
 
@@ -160,7 +161,8 @@ def test_health_ready_metrics_openapi(start_daemon, tmp_path):
     d.post("/v1/events", '[{"n": 1}, {"n": 2}]')
     d.post("/v1/events", "nope")
     d.wait_processed(2)
-    time.sleep(0.7)  # worker statistics arrive every 0.5 s
+    wait_for(lambda: "edgewise_processed_events_total 2.0" in d.client.get("/metrics").text, 10,
+             "the worker's statistics")  # sent every 0.5 s
     text = d.client.get("/metrics").text
     assert 'edgewise_ingest_events_total{source="http"} 2.0' in text
     assert 'edgewise_ingest_requests_total{source="http",status="400"} 1.0' in text

@@ -15,18 +15,10 @@ import pytest
 
 from edgewise.daemon.queue import QueueReader, queue_path
 from tests.conftest import need, port_open
+from tests.daemon.helpers import wait_for
 from tests.daemon.test_api import read_spool
 
 pytestmark = pytest.mark.service
-
-
-def wait_for(condition, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def publish_mqtt(topic: str, bodies: list[bytes]) -> None:
