@@ -235,8 +235,9 @@ class Recording:
             return run
         decode = self.decode
         try:
-            run.payloads = [decode(raw) for raw in run.raws]
-            return run
+            # a new run: ``run`` stays undecoded, so whoever holds it (the replay's list of a run's batches) does
+            # not keep this batch's payloads alive after it went out
+            return Run(run.at, run.files, run.lines, run.raws, [decode(raw) for raw in run.raws], run.file)
         except SourceError:
             pass
         keep, payloads = [], []
