@@ -156,6 +156,28 @@ def _path(node: exp.Expression) -> list[str] | None:
     return None
 
 
+_COALESCING = frozenset(("coalesce", "nvl", "ifnull"))
+
+
+def _is_branch(parent: exp.Expression, key: str) -> bool:
+    """``key`` of ``parent`` is a value an IF or a CASE gives (not a condition)."""
+    return (isinstance(parent, exp.If) and key in ("true", "false")) or (
+        isinstance(parent, exp.Case) and key in ("ifs", "default"))
+
+
+def _variant_branches(node: exp.If | exp.Case) -> None:
+    """An IF or CASE wanted at no type (the value a step sets) whose values include a field no type is known for
+    (a VARIANT): every other value is cast to a VARIANT, as Spark gives the branches one type and refuses a
+    VARIANT beside another; each event's value then comes out as it is, as on the local engine. (Found by the
+    pipeline fuzzer's soak: ``if(c, x, 1.5)`` was refused by Spark's analyser.)"""
+    ifs = (node.args.get("ifs") or []) if isinstance(node, exp.Case) else [node]
+    places = [(i, "true") for i in ifs] + [(node, "default" if isinstance(node, exp.Case) else "false")]
+    values = [(holder, key, holder.args.get(key)) for holder, key in places]
+    if not any(isinstance(v, exp.Expression) and v.meta.get(_UNTYPED) is not None for _, _, v in values):
+        return
+    for holder, key, value in values:
+        if isinstance(value, exp.Expression) and value.meta.get(_UNTYPED) is None:
+            holder.set(key, _node(f"try_cast({_sql(value)} AS VARIANT)"))
 _ELEMENT_PARAM = {"aggregate": 1, "reduce": 1}
 """Which lambda parameter is the array's element (0 for transform, filter, exists, forall, ...)."""
 
@@ -191,6 +213,8 @@ class _Compiler:
             from_element = None if element is None else self._field_of_element(*element, want, lambda_vars)
             if from_element is not None:
                 return from_element
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING:
+            return self._coalescing(node, want, lambda_vars)
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -209,7 +233,7 @@ class _Compiler:
                     if isinstance(c, exp.Lambda):
                         rewritten.append(self._lambda(node, c, element_type, lambda_vars))
                         continue
-                    r = self._child(node, key, i, c, lambda_vars)
+                    r = self._child(node, key, i, c, lambda_vars, want)
                     if i == 0 and element_type is None:
                         element_type = _element_type(r)
                     rewritten.append(r)
@@ -217,11 +241,45 @@ class _Compiler:
             elif isinstance(child, exp.Lambda):
                 node.set(key, self._lambda(node, child, element_type, lambda_vars))
             elif isinstance(child, exp.Expression):
-                r = self._child(node, key, 0, child, lambda_vars)
+                r = self._child(node, key, 0, child, lambda_vars, want)
                 if key == "this":
                     element_type = _element_type(r)
                 node.set(key, r)
+        if want is None and (isinstance(node, exp.Case) or (isinstance(node, exp.If)
+                             and not isinstance(node.parent, exp.Case))):
+            _variant_branches(node)
         return node
+
+    def _coalescing(self, node: exp.Anonymous, want: str | None, lambda_vars: frozenset[str]) -> exp.Expression:
+        """``coalesce``/``nvl``/``ifnull``: Spark gives the call one type, and refuses a VARIANT beside another
+        type. A field no type is known for is read at the type the call is wanted at (DOUBLE in arithmetic, as
+        the field alone would be); where nothing says (the value a step sets, a string function's argument), the
+        call is a VARIANT, every other argument cast to one, so each event's value comes out as it is, as on the
+        local engine. (Found by the pipeline fuzzer's soak: ``coalesce(y.z, 0)`` over a field never seen was
+        refused by Spark's analyser, an internal error for the user.)"""
+        args = [self.rewrite(a, want, lambda_vars) for a in node.expressions]
+        if want is None and any(a.meta.get(_UNTYPED) is not None for a in args):
+            number = _number_beside(args)
+            args = [self._as_variant(a, number) for a in args]
+        node.set("expressions", args)
+        return node
+
+    def _as_variant(self, arg: exp.Expression, number: str | None) -> exp.Expression:
+        """An argument of a VARIANT ``coalesce``: the untyped field's VARIANT, anything else cast to one. Text
+        beside number literals is cast to their type first (``number``: the literal that decides it), as both
+        engines give ``coalesce(x, 0)`` over ``'244'`` 244 and fail it over ``'2.5'``; the guard reports the
+        cast's failure (``CAST`` becomes ``try_cast`` and ``CAST_INVALID_INPUT``)."""
+        path = arg.meta.get(_UNTYPED)
+        target = None if number is None else "DOUBLE" if set(number) & set(".eE") else "BIGINT"
+        if path is not None:
+            if target is None:
+                return arg
+            text = field_read(path, "string", self.types)
+            return _node(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
+                         f"try_cast(CAST({text} AS {target}) AS VARIANT) ELSE {_sql(arg)} END")
+        if target is not None and _is_text(arg):
+            return _node(f"try_cast(CAST({_sql(arg)} AS {target}) AS VARIANT)")
+        return _node(f"try_cast({_sql(arg)} AS VARIANT)")
 
     def _field_of_element(self, element: exp.Expression, parts: list[str], want: str | None,
                           lambda_vars: frozenset[str]) -> exp.Expression | None:
@@ -245,10 +303,13 @@ class _Compiler:
         return node
 
     def _child(self, parent: exp.Expression, key: str, index: int, child: Any,
-               lambda_vars: frozenset[str]) -> Any:
+               lambda_vars: frozenset[str], parent_want: str | None) -> Any:
         if not isinstance(child, exp.Expression):
             return child
-        return self.rewrite(child, self._want(parent, key, index, child), lambda_vars)
+        want = self._want(parent, key, index, child)
+        if want is None and _is_branch(parent, key):  # an IF's or a CASE's value is wanted as the whole is
+            want = parent_want
+        return self.rewrite(child, want, lambda_vars)
 
     def _want(self, parent: exp.Expression, key: str, index: int, child: exp.Expression) -> str | None:
         """The type a field read should have as this argument of ``parent`` when nothing else says."""
@@ -487,6 +548,11 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         return node, None
     if isinstance(node, exp.Case):
         return _guard_case(node)
+    if isinstance(node, exp.If) and not isinstance(node.parent, exp.Case):
+        # if(c, a, b) is CASE WHEN c THEN a ELSE b END: the error of the branch not taken does not count (it did:
+        # `if(k > 3, 1 / 0, 1)` failed events with k 1 on Spark only)
+        return _guard_case(exp.Case(ifs=[exp.If(this=node.this, true=node.args["true"])],
+                                    default=node.args.get("false")))
     if isinstance(node, exp.And | exp.Or):
         return _guard_connective(node)
     if isinstance(node, exp.Anonymous):
@@ -495,7 +561,7 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             return node, None
         if name == "raise_error" and MISMATCH_MESSAGE in _sql(node):  # see _mismatch_if_both_text
             return _node("CAST(NULL AS DOUBLE)"), "'DATATYPE_MISMATCH'"
-        if name in ("coalesce", "nvl", "ifnull"):
+        if name in _COALESCING:
             return _guard_coalesce(node)
         if name == "variant_get" and len(node.expressions) == 3:
             variant, path, type_ = node.expressions
@@ -715,6 +781,13 @@ def _number_literal(node: exp.Expression) -> str | None:
     if isinstance(inner, exp.Literal) and not inner.is_string:
         return str(inner.this)
     return None
+
+
+def _number_beside(args: list[exp.Expression]) -> str | None:
+    """The number literal among ``coalesce``'s arguments that text is cast to (a fraction if there is one, else the
+    first integer: Spark's one type for the call), as SQL; None without number literals."""
+    numbers = [n for n in map(_number_literal, args) if n is not None]
+    return next((n for n in numbers if set(n) & set(".eE")), numbers[0]) if numbers else None
 
 
 def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
