@@ -178,6 +178,8 @@ def _variant_branches(node: exp.If | exp.Case) -> None:
     for holder, key, value in values:
         if isinstance(value, exp.Expression) and value.meta.get(_UNTYPED) is None:
             holder.set(key, _node(f"try_cast({_sql(value)} AS VARIANT)"))
+
+
 _ELEMENT_PARAM = {"aggregate": 1, "reduce": 1}
 """Which lambda parameter is the array's element (0 for transform, filter, exists, forall, ...)."""
 
