@@ -52,6 +52,22 @@ def _argument_type(stage: Stage, spec: AggSpec) -> str | None:
     return "string"
 
 
+def _argument_text(stage: Stage, spec: AggSpec) -> str:
+    """The aggregate's argument as an expression. ``sum``/``avg`` over text cast it to DOUBLE in the expression,
+    where the guard makes a value that does not cast fail its event (``CAST_INVALID_INPUT``, as on the local
+    engine); Spark's own implicit cast in ``sum``/``avg`` is outside any try form, so ``'oops'`` failed the query.
+    (Found by the pipeline fuzzer's soak: ``avg(x)`` over a field the sample typed STRING.)"""
+    from pyspark.sql import functions as f
+
+    assert spec.argument is not None
+    text = spec.argument.text
+    if spec.function in ("sum", "avg"):
+        own = stage.df.select(f.expr(to_spark_sql(text, stage.types, want="double")).alias("v")).schema["v"]
+        if own.dataType.simpleString() == "string":
+            return f"CAST(({text}) AS DOUBLE)"
+    return text
+
+
 def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None, *,
                    marker_only: bool = False) -> tuple[Stage, DataFrame | None, str]:
     """(the window results as a new stage, the routed rows to add back (or None), the output mode).
@@ -84,7 +100,7 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
     arguments: dict[str, str] = {}
     for i, (_, spec) in enumerate(step.aggs.specs):
         if spec.argument is not None:
-            arguments[f"_x{i}"] = exprs.sql(spec.argument.text, want=_argument_type(stage, spec))
+            arguments[f"_x{i}"] = exprs.sql(_argument_text(stage, spec), want=_argument_type(stage, spec))
     error = exprs.error()
     if error is not None:
         checked = with_error(stage.df.withColumn("_applies", f.expr(F.LIVE)), error, types)
