@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import sqlglot
 from sqlglot import exp
@@ -165,6 +165,11 @@ def _is_branch(parent: exp.Expression, key: str) -> bool:
         isinstance(parent, exp.Case) and key in ("ifs", "default"))
 
 
+def _standalone_if(node: exp.Expression) -> TypeGuard[exp.If]:
+    """``node`` is an ``if(...)`` of its own, not one of a CASE's WHEN branches (which sqlglot also makes IFs)."""
+    return isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)
+
+
 def _variant_branches(node: exp.If | exp.Case) -> None:
     """An IF or CASE wanted at no type (the value a step sets) whose values include a field no type is known for
     (a VARIANT): every other value is cast to a VARIANT, as Spark gives the branches one type and refuses a
@@ -247,8 +252,7 @@ class _Compiler:
                 if key == "this":
                     element_type = _element_type(r)
                 node.set(key, r)
-        if want is None and (isinstance(node, exp.Case) or (isinstance(node, exp.If)
-                             and not isinstance(node.parent, exp.Case))):
+        if want is None and (isinstance(node, exp.Case) or _standalone_if(node)):
             _variant_branches(node)
         return node
 
@@ -261,18 +265,17 @@ class _Compiler:
         refused by Spark's analyser, an internal error for the user.)"""
         args = [self.rewrite(a, want, lambda_vars) for a in node.expressions]
         if want is None and any(a.meta.get(_UNTYPED) is not None for a in args):
-            number = _number_beside(args)
-            args = [self._as_variant(a, number) for a in args]
+            target = _text_target(args)
+            args = [self._as_variant(a, target) for a in args]
         node.set("expressions", args)
         return node
 
-    def _as_variant(self, arg: exp.Expression, number: str | None) -> exp.Expression:
+    def _as_variant(self, arg: exp.Expression, target: str | None) -> exp.Expression:
         """An argument of a VARIANT ``coalesce``: the untyped field's VARIANT, anything else cast to one. Text
-        beside number literals is cast to their type first (``number``: the literal that decides it), as both
-        engines give ``coalesce(x, 0)`` over ``'244'`` 244 and fail it over ``'2.5'``; the guard reports the
-        cast's failure (``CAST`` becomes ``try_cast`` and ``CAST_INVALID_INPUT``)."""
+        beside number literals is cast to their type first (``target``: ``_text_target``), as both engines give
+        ``coalesce(x, 0)`` over ``'244'`` 244 and fail it over ``'2.5'``; the guard reports the cast's failure
+        (``CAST`` becomes ``try_cast`` and ``CAST_INVALID_INPUT``)."""
         path = arg.meta.get(_UNTYPED)
-        target = None if number is None else "DOUBLE" if set(number) & set(".eE") else "BIGINT"
         if path is not None:
             if target is None:
                 return arg
@@ -550,7 +553,7 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         return node, None
     if isinstance(node, exp.Case):
         return _guard_case(node)
-    if isinstance(node, exp.If) and not isinstance(node.parent, exp.Case):
+    if _standalone_if(node):
         # if(c, a, b) is CASE WHEN c THEN a ELSE b END: the error of the branch not taken does not count (it did:
         # `if(k > 3, 1 / 0, 1)` failed events with k 1 on Spark only)
         return _guard_case(exp.Case(ifs=[exp.If(this=node.this, true=node.args["true"])],
@@ -785,11 +788,11 @@ def _number_literal(node: exp.Expression) -> str | None:
     return None
 
 
-def _number_beside(args: list[exp.Expression]) -> str | None:
-    """The number literal among ``coalesce``'s arguments that text is cast to (a fraction if there is one, else the
-    first integer: Spark's one type for the call), as SQL; None without number literals."""
+def _text_target(args: list[exp.Expression]) -> str | None:
+    """The type text among ``coalesce``'s arguments is cast to: Spark's one type for the call beside number
+    literals, DOUBLE where one is a fraction, else BIGINT; None without number literals."""
     numbers = [n for n in map(_number_literal, args) if n is not None]
-    return next((n for n in numbers if set(n) & set(".eE")), numbers[0]) if numbers else None
+    return None if not numbers else "DOUBLE" if any(set(n) & set(".eE") for n in numbers) else "BIGINT"
 
 
 def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
@@ -799,8 +802,7 @@ def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
     errors: list[str] = []
     args = []
     earlier: list[str] = []
-    numbers = [n for n in (_number_literal(a) for a in node.expressions) if n is not None]
-    target = None if not numbers else "DOUBLE" if any(set(n) & set(".eE") for n in numbers) else "BIGINT"
+    target = _text_target(node.expressions)
     for arg in node.expressions:
         g, e = _guard(arg)
         if target is not None and _is_text(g):

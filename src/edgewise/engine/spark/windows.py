@@ -37,35 +37,27 @@ def _typed(sql: str, spark_type: str) -> str:
     return f"to_json({sql})" if spark_type == "variant" else sql
 
 
-def _argument_type(stage: Stage, spec: AggSpec) -> str | None:
-    """The type an aggregate reads its argument at: ``sum``/``avg`` DOUBLE (a numeric string counts, as Spark's
-    implicit cast does); ``min``/``max`` the argument's own type (strings and times compare as themselves), DOUBLE
-    where it has none (a VARIANT does not compare); the others a STRING key."""
-    from pyspark.sql import functions as f
+def _argument(stage: Stage, spec: AggSpec) -> tuple[str, str | None]:
+    """The expression an aggregate reads and the type it reads it at: ``sum``/``avg`` DOUBLE (a numeric string
+    counts, as Spark's implicit cast does); ``min``/``max`` the argument's own type (strings and times compare as
+    themselves), DOUBLE where it has none (a VARIANT does not compare); the others a STRING key.
 
-    assert spec.argument is not None
-    if spec.function in ("sum", "avg"):
-        return "double"
-    if spec.function in ("min", "max"):
-        own = stage.df.select(f.expr(to_spark_sql(spec.argument.text, stage.types)).alias("v")).schema["v"]
-        return "double" if own.dataType.simpleString() in ("variant", "void") else None
-    return "string"
-
-
-def _argument_text(stage: Stage, spec: AggSpec) -> str:
-    """The aggregate's argument as an expression. ``sum``/``avg`` over text cast it to DOUBLE in the expression,
-    where the guard makes a value that does not cast fail its event (``CAST_INVALID_INPUT``, as on the local
-    engine); Spark's own implicit cast in ``sum``/``avg`` is outside any try form, so ``'oops'`` failed the query.
-    (Found by the pipeline fuzzer's soak: ``avg(x)`` over a field the sample typed STRING.)"""
+    ``sum``/``avg`` over text cast it to DOUBLE in the expression, where the guard makes a value that does not
+    cast fail its event (``CAST_INVALID_INPUT``, as on the local engine); Spark's own implicit cast in
+    ``sum``/``avg`` is outside any try form, so ``'oops'`` failed the query. (Found by the pipeline fuzzer's soak:
+    ``avg(x)`` over a field the sample typed STRING.)"""
     from pyspark.sql import functions as f
 
     assert spec.argument is not None
     text = spec.argument.text
-    if spec.function in ("sum", "avg"):
-        own = stage.df.select(f.expr(to_spark_sql(text, stage.types, want="double")).alias("v")).schema["v"]
-        if own.dataType.simpleString() == "string":
-            return f"CAST(({text}) AS DOUBLE)"
-    return text
+    if spec.function not in ("sum", "avg", "min", "max"):
+        return text, "string"
+    want = "double" if spec.function in ("sum", "avg") else None
+    own = stage.df.select(f.expr(to_spark_sql(text, stage.types, want=want)).alias("v")).schema["v"]
+    own_type = own.dataType.simpleString()
+    if want is not None:
+        return (f"CAST(({text}) AS DOUBLE)" if own_type == "string" else text), want
+    return text, "double" if own_type in ("variant", "void") else None
 
 
 def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None, *,
@@ -100,7 +92,8 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
     arguments: dict[str, str] = {}
     for i, (_, spec) in enumerate(step.aggs.specs):
         if spec.argument is not None:
-            arguments[f"_x{i}"] = exprs.sql(_argument_text(stage, spec), want=_argument_type(stage, spec))
+            text, want = _argument(stage, spec)
+            arguments[f"_x{i}"] = exprs.sql(text, want=want)
     error = exprs.error()
     if error is not None:
         checked = with_error(stage.df.withColumn("_applies", f.expr(F.LIVE)), error, types)
