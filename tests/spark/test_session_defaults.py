@@ -1,8 +1,9 @@
-"""The session's defaults that do not need a JVM to check."""
+"""The session's defaults: the shuffle partitions of a local master (no JVM needed), the checkpoint manager."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -14,3 +15,10 @@ from edgewise.engine.spark.session import local_cores
                                                ("yarn", None), ("local[x]", None)])
 def test_a_local_master_runs_as_many_shuffle_partitions_as_cores(master: str, cores: int | None) -> None:
     assert local_cores(master) == cores
+
+
+def test_a_local_session_writes_checkpoints_through_the_file_system_api(spark: Any) -> None:
+    """Hadoop's FileContext forks `readlink` and `chmod` for every checkpoint file without its native library
+    (session.py); the shared test session is local, as an edge hub's is."""
+    manager = spark.conf.get("spark.sql.streaming.checkpointFileManagerClass")
+    assert manager.endswith(".FileSystemBasedCheckpointFileManager")

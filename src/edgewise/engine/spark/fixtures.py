@@ -5,8 +5,10 @@ local test source gives them) into a spool; the job runs with ``availableNow`` a
 ``crash`` marker ends a run there: the next run is a new job on the same checkpoint, as after a ``kill -9``.
 Pipelines with a watermark (``window``, ``dedupe``, an event-time ``complete``) get one run per event, because
 the local engine advances the watermark after every event, and Spark after a micro-batch (a run ends with the
-micro-batch that moves it); every event of those cases therefore also goes through a restart. Results are
-compared as locally: order-free, the last record per id.
+micro-batch that moves it); every event of those cases therefore also goes through a restart of its queries
+(the same job's, started again on the checkpoint; a new job only after a ``crash``, so the query is compiled once
+per crash rather than once per event). The writer collects each micro-batch in one Spark job and routes its rows
+itself (``BatchWriter._collect_routes``). Results are compared as locally: order-free, the last record per id.
 
 Cases that cannot agree on Spark are reported as such, with the reason (``UNSUPPORTED``); ``docs/spark.md``
 lists them.
@@ -116,25 +118,30 @@ def _run(spark: SparkSession, plan: Plan, case: FixtureCase, pipeline_id: str,
         os.makedirs(spool)
         source = FileSourceConfig(id="test", type="file", path=spool)
         test_plan = dataclasses.replace(plan, sources=[source])
-        events = [e for e in case.input if isinstance(e, dict)]
         # with a watermark, one event per run: each run ends with the micro-batch that moves the watermark, as
         # the local engine moves it after every event; otherwise the crashes split the runs
-        runs = [[e] for e in events] if one_per_batch else _split_at_crashes(case.input)
+        runs = _runs(case.input, one_per_batch)
         n = 0
-        for index, chunk in enumerate(runs):
+        job: SparkJob | None = None
+        jobs: list[SparkJob] = []
+        for index, (chunk, restart) in enumerate(runs):
             if chunk:
                 _write_segment(spool, index + 1, [(f"test:{n + i}", e) for i, e in enumerate(chunk)], now_us)
                 n += len(chunk)
-            last = index == len(runs) - 1
             options = SparkOptions(checkpoint=os.path.join(work, "checkpoint"), once=True,
-                                   now_sql=f"timestamp_micros({now_us})", now_us=now_us, flush=last)
-            job = SparkJob(spark, test_plan, options, collect=collect, pipelines=[pipeline_id],
-                           report=lambda text: None)
+                                   now_sql=f"timestamp_micros({now_us})", now_us=now_us,
+                                   flush=index == len(runs) - 1)
+            if job is None or restart:  # a crash: a new job (a new driver's objects) on the same checkpoint
+                job = SparkJob(spark, test_plan, options, collect=collect, pipelines=[pipeline_id],
+                               report=lambda text: None)
+                jobs.append(job)
+            else:  # the same query plan started again: its queries restart from the checkpoint all the same
+                job.options = options
             job.run()
-            for step in pipeline.steps:
-                if step.kind == "window":
-                    key = f"{step.id}.late"
-                    counters[key] = counters.get(key, 0) + job.late_counts().get(pipeline_id, 0)
+        for step in pipeline.steps:
+            if step.kind == "window":
+                key = f"{step.id}.late"
+                counters[key] = sum(j.late_counts().get(pipeline_id, 0) for j in jobs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     outputs = list(received.get(RESULTS, {}).values())
@@ -170,13 +177,23 @@ def by_value(value: Any) -> Any:
     return value
 
 
-def _split_at_crashes(items: list[dict[str, Any] | str]) -> list[list[dict[str, Any]]]:
-    runs: list[list[dict[str, Any]]] = [[]]
+def _runs(items: list[dict[str, Any] | str], one_per_event: bool) -> list[tuple[list[dict[str, Any]], bool]]:
+    """The case's input as runs of a job: (events, whether the run follows a crash, or is the first). One event a
+    run where ``one_per_event``, else the runs are split at the crashes only (a run after the last crash may have
+    no events: it still runs, to flush)."""
+    runs: list[tuple[list[dict[str, Any]], bool]] = [] if one_per_event else [([], True)]
+    restart = True
     for item in items:
         if isinstance(item, dict):
-            runs[-1].append(item)
+            if one_per_event:
+                runs.append(([item], restart))
+                restart = False
+            else:
+                runs[-1][0].append(item)
         elif item.strip() == "crash":
-            runs.append([])
+            restart = True
+            if not one_per_event:
+                runs.append(([], True))
     return runs
 
 

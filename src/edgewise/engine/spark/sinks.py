@@ -108,6 +108,11 @@ def batch_watermark_us(checkpoint: str, batch_id: int) -> int | None:
     return None
 
 
+def _examples(rows: list[Any]) -> str:
+    """The first malformed lines of a micro-batch, as a report shows them."""
+    return "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in rows[:5])
+
+
 class BatchWriter:
     """The ``foreachBatch`` function of one pipeline's query."""
 
@@ -135,7 +140,9 @@ class BatchWriter:
             # the micro-batches before this one are complete: their metrics are in
             self.take_progress(self.query.recentProgress)
         before = dict(self.stats.written)
-        if self._one_pass():
+        if self.collect is not None:
+            self._collect_routes(batch, batch_id)
+        elif self._one_pass():
             self._write_one_pass(batch, batch_id)
         else:
             batch = batch.persist()  # computed once, then each route reads its rows from the cache
@@ -170,7 +177,33 @@ class BatchWriter:
         if len(destinations) != 1 or not set(self.routes) <= {RESULTS, MALFORMED}:
             return False
         sink = self.plan.sinks.get(destinations[0])
-        return self.collect is not None or (sink is not None and sink.type in ("file", "parquet"))
+        return sink is not None and sink.type in ("file", "parquet")
+
+    def _collect_routes(self, batch: DataFrame, batch_id: int) -> None:
+        """``edgewise test``: the micro-batch collected once and its rows routed here, as ``_write_route`` routes
+        them in Spark (one Spark job a micro-batch, where a job per route made each one plan the batch again)."""
+        collect = self.collect
+        assert collect is not None
+        by_route: dict[str, list[Any]] = {}
+        for row in batch.select("id", "_to", "_record", "_late_at").collect():
+            by_route.setdefault(row["_to"], []).append(row)
+        for route in self.routes:
+            rows = by_route.get(route, [])
+            if route == MALFORMED:
+                if rows:
+                    self._malformed(len(rows), _examples(rows))
+                continue
+            if route == END:
+                continue
+            sink_id = route
+            if route.startswith(LATE_ROUTE):
+                watermark = late_watermark_us(self.checkpoint, batch_id)
+                rows = [] if watermark is None else [
+                    r for r in rows if r["_late_at"] is not None and r["_late_at"] <= watermark]
+                sink_id = route[len(LATE_ROUTE):]
+                self.stats.late[sink_id] = self.stats.late.get(sink_id, 0) + len(rows)
+            collect(sink_id, batch_id, [(r["id"], r["_record"]) for r in rows])
+            self.stats.written[sink_id] = self.stats.written.get(sink_id, 0) + len(rows)
 
     def _write_one_pass(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import Observation
@@ -193,8 +226,7 @@ class BatchWriter:
             count = rows.count()
             if not count:
                 return
-            examples = rows.select("id", "_record").limit(5).collect()
-            self._malformed(count, "; ".join(f"{r['id']}: {r['_record'][:80]!r}" for r in examples))
+            self._malformed(count, _examples(rows.select("id", "_record").limit(5).collect()))
         elif route == END:
             return
         elif route.startswith(LATE_ROUTE):
