@@ -222,3 +222,20 @@ def test_a_second_spark_run_maps_the_archive_the_first_one_recorded(tmp_path: Pa
     _edgewise(tmp_path, env, *explain)
     assert not archive.exists()  # Java started without it; edgewise saw that and removed it
     shutil.rmtree(cache)
+
+
+@pytest.mark.parametrize(("options", "environment", "expected"), [
+    ("-Duser.timezone=UTC", {}, False),
+    ("-Duser.timezone=UTC -XX:StartFlightRecording=filename=/tmp/a.jfr", {}, True),
+    ("", {"SPARK_SUBMIT_OPTS": "-XX:StartFlightRecording=duration=30s"}, True),
+    ("", {"JAVA_TOOL_OPTIONS": "-XX:FlightRecorderOptions=stackdepth=128"}, True),
+    ("", {"JDK_JAVA_OPTIONS": "-Xmx2g"}, False),
+])
+def test_a_driver_started_with_flight_recorder_gets_no_archive(options: str, environment: dict[str, str],
+                                                               expected: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Java 17's Flight Recorder crashed a driver that mapped the archive (startup.PROFILING)."""
+    for name in ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert startup.profiled(options) is expected

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from edgewise.engine.spark.startup import StartupArchive
+from edgewise.engine.spark.startup import StartupArchive, profiled
 from edgewise.errors import EdgewiseError
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
-    startup = _startup_archive()
+    startup = _startup_archive(settings.get(DRIVER_OPTIONS, ""))
     if startup is not None:
         options = startup.prepare()
         if options:
@@ -111,12 +111,14 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
     return session
 
 
-def _startup_archive() -> StartupArchive | None:
+def _startup_archive(driver_options: str) -> StartupArchive | None:
     """The class archive for a driver JVM this process is about to launch; None where it launches none (under
-    ``spark-submit``, or into a session already running)."""
+    ``spark-submit``, or into a session already running) or starts it with Flight Recorder (``profiled``)."""
     from pyspark import SparkContext
 
     if os.environ.get("PYSPARK_GATEWAY_PORT") or SparkContext._active_spark_context is not None:
+        return None
+    if profiled(driver_options):
         return None
     return StartupArchive.for_this_install()
 

@@ -84,6 +84,20 @@ def switched_off() -> bool:
     return os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no")
 
 
+PROFILING = ("-XX:StartFlightRecording", "-XX:FlightRecorderOptions")
+"""Java options that turn on Java Flight Recorder. Java 17's recorder crashed a driver that mapped the archive
+(SIGSEGV in ``KlassFactory::check_shared_class_file_load_hook``, 2026-11-26; the run that records the classes and a
+run without the archive were fine), so a profiled driver neither maps nor records one."""
+
+
+def profiled(driver_options: str) -> bool:
+    """The driver JVM starts with Flight Recorder on: in its options, or in the environment Spark's launcher and
+    Java read (``SPARK_SUBMIT_OPTS``, ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS``)."""
+    options = [driver_options, *(os.environ.get(name, "") for name in
+                                 ("SPARK_SUBMIT_OPTS", "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS"))]
+    return any(flag in text for text in options for flag in PROFILING)
+
+
 @dataclass
 class StartupArchive:
     """The archive of one Java and PySpark install, in its own directory of the cache."""
