@@ -83,8 +83,9 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "false",
     }
-    local = not os.environ.get("PYSPARK_GATEWAY_PORT") and local_cores(master or "local[*]") is not None
-    if local:
+    # a local master's cores (None on a cluster, or under spark-submit, whose master is not known here)
+    cores = None if os.environ.get("PYSPARK_GATEWAY_PORT") else local_cores(master or "local[*]")
+    if cores is not None:
         # checkpoint files through Hadoop's FileSystem API, not its FileContext: without Hadoop's native library
         # (PySpark ships none) every FileContext rename forks `readlink` and every file made forks `chmod`, 4x
         # the processes a micro-batch (2,243 against ~560 for a conformance file's runs) and ~8% of a small
@@ -92,8 +93,8 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         # guards against two drivers on one checkpoint; the FileSystem manager still checks for the file first
         settings["spark.sql.streaming.checkpointFileManagerClass"] = (
             "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager")
-    if shuffle_partitions is None and not os.environ.get("PYSPARK_GATEWAY_PORT"):
-        shuffle_partitions = local_cores(master or "local[*]")
+    if shuffle_partitions is None:
+        shuffle_partitions = cores
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     settings.update(conf or {})
