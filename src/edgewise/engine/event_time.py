@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +28,8 @@ def to_event_time_us(value: Any) -> int | None:
     raise EvalError("DATATYPE_MISMATCH", f"event_time must give a TIMESTAMP, found {V.type_name(value)}")
 
 
+FIRST_US = V.timestamp_to_us(datetime(1, 1, 1, tzinfo=UTC))
+"""0001-01-01T00:00:00Z, the earliest TIMESTAMP: a time before it is an overflow on the general path."""
 _EPOCH_FUNCTIONS = {"timestamp_seconds": 1_000_000, "timestamp_millis": 1_000, "timestamp_micros": 1}
 
 
@@ -43,8 +45,8 @@ class EventTimeFunction:
     def __init__(self, expr: Expression) -> None:
         self.general = expr.evaluate
         self.shape = _epoch_shape(expr.text)
-        # values with more digits than this could leave the supported range (10^17 µs, the year 5138): they take
-        # the general path, which raises the error Spark would
+        # values with more digits than this could leave the supported range (10^17 µs, the year 5138), and times
+        # before the year 1 (FIRST_US) are out of it: they take the general path, which raises the error
         self.digits = {1_000_000: 11, 1_000: 14, 1: 17}[self.shape[1]] if self.shape else 0
 
     def one(self, payload: Payload) -> int | None:
@@ -67,8 +69,7 @@ class EventTimeFunction:
                 return None
             return [int(v) * factor for v in values]
         if first is int:
-            bound = 10**self.digits
-            if set(map(type, values)) != {int} or max(values) >= bound or min(values) <= -bound:
+            if set(map(type, values)) != {int} or max(values) >= 10**self.digits or min(values) * factor < FIRST_US:
                 return None
             return [v * factor for v in values]
         return None
