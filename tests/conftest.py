@@ -15,6 +15,11 @@ REQUIRE_SERVICES = os.environ.get("EDGEWISE_REQUIRE_SERVICES") == "1"
 # startup.py): the tests stay independent of earlier runs, and no 30 s archive build competes with them.
 # tests/spark/test_startup.py turns it on, with its own cache.
 os.environ["EDGEWISE_SPARK_ARCHIVE"] = "off"
+# Spark drivers the tests launch compile with C1 only, as the shared session does (spark_session's short_lived),
+# commands in a subprocess included: the workers keep both cores busy, and C2's compiling cost the suite a sixth
+# of its CPU (DEVELOPING.md)
+if "TieredStopAtLevel" not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:TieredStopAtLevel=1".strip()
 
 
 def need(condition: bool, reason: str) -> None:

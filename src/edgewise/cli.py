@@ -507,7 +507,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     check_plan(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     with quiet_stderr(not args.verbose):
-        spark = spark_session(None, app="edgewise-explain")
+        spark = spark_session(None, app="edgewise-explain", short_lived=True)
     with tempfile.TemporaryDirectory(prefix="edgewise-explain-") as tmp:
         job = SparkJob(spark, plan, SparkOptions(checkpoint=args.checkpoint or tmp))
         print(job.explain())

@@ -33,6 +33,6 @@ def spark() -> Iterator[Any]:
     # same before and after issue 17; a job's own micro-batches do not grow it), and the suite runs a few hundred:
     # Spark's default 1 GB ran out near the end of the run
     session = spark_session("local[2]", app="edgewise-tests", shuffle_partitions=2,
-                            conf={"spark.default.parallelism": "2", "spark.driver.memory": "2g"})
+                            conf={"spark.default.parallelism": "2", "spark.driver.memory": "2g"}, short_lived=True)
     yield session
     session.stop()

@@ -22,3 +22,13 @@ def test_a_local_session_writes_checkpoints_through_the_file_system_api(spark: A
     (session.py); the shared test session is local, as an edge hub's is."""
     manager = spark.conf.get("spark.sql.streaming.checkpointFileManagerClass")
     assert manager.endswith(".FileSystemBasedCheckpointFileManager")
+
+
+def test_a_short_lived_driver_compiles_with_c1_only(spark: Any) -> None:
+    """The shared test session is short_lived, as `explain --engine spark`'s is: its JVM was launched with the
+    quick compiler only (the option reached the JVM, not just the configuration)."""
+    from edgewise.engine.spark.session import DRIVER_OPTIONS, QUICK_COMPILER
+
+    assert QUICK_COMPILER in spark.conf.get(DRIVER_OPTIONS).split()  # from short_lived, not the test's environment
+    arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    assert QUICK_COMPILER in list(arguments)
