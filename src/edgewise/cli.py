@@ -187,7 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--verbose", "-v", action="store_true",
                        help="let Spark's own start-up notices and Python worker chatter through to stderr")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
-                       help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8")
+                       help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8; Java options "
+                            "(spark.driver.extraJavaOptions) are added to edgewise's")
     spark.set_defaults(handler=cmd_spark)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files (for editors)")

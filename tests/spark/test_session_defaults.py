@@ -1,4 +1,5 @@
-"""The session's defaults: the shuffle partitions of a local master (no JVM needed), the checkpoint manager."""
+"""The session's defaults: the shuffle partitions of a local master, the settings given with --conf (no JVM
+needed), the checkpoint manager and the compiler of the shared session."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from edgewise.engine.spark.session import local_cores
+from edgewise.engine.spark.session import (
+    DRIVER_OPTIONS,
+    EXECUTOR_OPTIONS,
+    QUICK_COMPILER,
+    local_cores,
+    session_settings,
+)
 
 
 @pytest.mark.parametrize(("master", "cores"), [("local", 1), ("local[3]", 3), ("local[*]", os.cpu_count()),
@@ -27,8 +34,27 @@ def test_a_local_session_writes_checkpoints_through_the_file_system_api(spark: A
 def test_a_short_lived_driver_compiles_with_c1_only(spark: Any) -> None:
     """The shared test session is short_lived, as `explain --engine spark`'s is: its JVM was launched with the
     quick compiler only (the option reached the JVM, not just the configuration)."""
-    from edgewise.engine.spark.session import DRIVER_OPTIONS, QUICK_COMPILER
-
     assert QUICK_COMPILER in spark.conf.get(DRIVER_OPTIONS).split()  # from short_lived, not the test's environment
     arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     assert QUICK_COMPILER in list(arguments)
+
+
+def test_java_options_given_add_to_edgewises_and_other_settings_replace_them() -> None:
+    """`edgewise spark --conf spark.driver.extraJavaOptions=-Xmx3g` keeps -Duser.timezone=UTC (the JVM's own time
+    conversions in the session's zone), with the given options last so that they win a contrary option."""
+    given = {DRIVER_OPTIONS: "-Xmx3g -XX:TieredStopAtLevel=4", EXECUTOR_OPTIONS: "-Xss4m",
+             "spark.sql.shuffle.partitions": "8", "spark.sql.ansi.enabled": "false"}
+    settings = session_settings("local[2]", conf=given, short_lived=True)
+    assert settings[DRIVER_OPTIONS].split() == ["-Duser.timezone=UTC", QUICK_COMPILER, "-Xmx3g",
+                                                "-XX:TieredStopAtLevel=4"]
+    assert settings[EXECUTOR_OPTIONS].split() == ["-Duser.timezone=UTC", "-Xss4m"]
+    assert settings["spark.sql.shuffle.partitions"] == "8"
+    assert settings["spark.sql.ansi.enabled"] == "false"
+    assert session_settings("local[2]")[DRIVER_OPTIONS] == "-Duser.timezone=UTC"
+
+
+def test_a_cluster_master_keeps_sparks_shuffle_partitions_and_checkpoint_manager() -> None:
+    settings = session_settings("spark://host:7077")
+    assert "spark.sql.shuffle.partitions" not in settings
+    assert "spark.sql.streaming.checkpointFileManagerClass" not in settings
+    assert session_settings("local[3]")["spark.sql.shuffle.partitions"] == "3"

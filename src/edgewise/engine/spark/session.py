@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 PYSPARK_VERSION = "4.3.0"
 """The tested PySpark version, pinned by the ``spark`` extra."""
 DRIVER_OPTIONS = "spark.driver.extraJavaOptions"
+EXECUTOR_OPTIONS = "spark.executor.extraJavaOptions"
 QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
 """Java option of a driver that lives seconds (``short_lived``): the JIT's quick compiler (C1) only. The optimising
 compiler (C2) earns its cost over minutes; ``explain`` spent it compiling code that runs a few times (BENCHMARKS.md:
@@ -62,11 +63,31 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         builder = builder.master(master)
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit, which sets the master
         builder = builder.master("local[*]")
+    settings = session_settings(master, shuffle_partitions=shuffle_partitions, conf=conf,
+                                short_lived=short_lived)
+    startup = _startup_archive(settings.get(DRIVER_OPTIONS, ""))
+    if startup is not None:
+        options = startup.prepare()
+        if options:
+            settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {options}".strip()
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session: SparkSession = builder.getOrCreate()
+    session.sparkContext.setLogLevel(os.environ.get("EDGEWISE_SPARK_LOG_LEVEL", "ERROR"))
+    if startup is not None:
+        startup.started(session.sparkContext._jvm, report)
+    return session
+
+
+def session_settings(master: str | None, *, shuffle_partitions: int | None = None, conf: dict[str, str] | None = None,
+                     short_lived: bool = False) -> dict[str, str]:
+    """The Spark settings ``spark_session`` gives a new session (before the class archive's Java options): edgewise's
+    defaults, then ``conf``. Java options in ``conf`` are added after edgewise's instead of replacing them."""
     settings = {
         "spark.sql.ansi.enabled": "true",
         "spark.sql.session.timeZone": "UTC",
         DRIVER_OPTIONS: "-Duser.timezone=UTC",
-        "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+        EXECUTOR_OPTIONS: "-Duser.timezone=UTC",
         # an annotate that replaces a field concatenates maps with the new value last
         "spark.sql.mapKeyDedupPolicy": "LAST_WIN",
         "spark.sql.streaming.stateStore.providerClass":
@@ -106,19 +127,11 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if short_lived:
         settings[DRIVER_OPTIONS] = f"{settings[DRIVER_OPTIONS]} {QUICK_COMPILER}"
-    settings.update(conf or {})
-    startup = _startup_archive(settings.get(DRIVER_OPTIONS, ""))
-    if startup is not None:
-        options = startup.prepare()
-        if options:
-            settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {options}".strip()
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    session: SparkSession = builder.getOrCreate()
-    session.sparkContext.setLogLevel(os.environ.get("EDGEWISE_SPARK_LOG_LEVEL", "ERROR"))
-    if startup is not None:
-        startup.started(session.sparkContext._jvm, report)
-    return session
+    for key, value in (conf or {}).items():
+        # Java options given add to edgewise's (a JVM takes the last of two contrary options): an -Xmx must not
+        # drop -Duser.timezone=UTC, which keeps the JVM's own time conversions in the session's zone
+        settings[key] = f"{settings[key]} {value}".strip() if key in (DRIVER_OPTIONS, EXECUTOR_OPTIONS) else value
+    return settings
 
 
 def _startup_archive(driver_options: str) -> StartupArchive | None:
