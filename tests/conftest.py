@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from edgewise.engine.spark.session import QUICK_COMPILER
+
 ROOT = Path(__file__).resolve().parent.parent
 REQUIRE_SERVICES = os.environ.get("EDGEWISE_REQUIRE_SERVICES") == "1"
 # Spark JVMs the tests launch neither make nor use a class archive in the user's cache (edgewise/engine/spark/
@@ -19,7 +21,7 @@ os.environ["EDGEWISE_SPARK_ARCHIVE"] = "off"
 # commands in a subprocess included: the workers keep both cores busy, and C2's compiling cost the suite a sixth
 # of its CPU (DEVELOPING.md)
 if "TieredStopAtLevel" not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
-    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} -XX:TieredStopAtLevel=1".strip()
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{os.environ.get('SPARK_SUBMIT_OPTS', '')} {QUICK_COMPILER}".strip()
 
 
 def need(condition: bool, reason: str) -> None:
