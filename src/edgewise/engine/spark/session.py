@@ -65,11 +65,9 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
         builder = builder.master("local[*]")
     settings = session_settings(master, shuffle_partitions=shuffle_partitions, conf=conf,
                                 short_lived=short_lived)
-    startup = _startup_archive(settings.get(DRIVER_OPTIONS, ""))
+    startup = _startup_archive(settings[DRIVER_OPTIONS])
     if startup is not None:
-        options = startup.prepare()
-        if options:
-            settings[DRIVER_OPTIONS] = f"{settings.get(DRIVER_OPTIONS, '')} {options}".strip()
+        settings[DRIVER_OPTIONS] = _java_options(settings[DRIVER_OPTIONS], startup.prepare())
     for key, value in settings.items():
         builder = builder.config(key, value)
     session: SparkSession = builder.getOrCreate()
@@ -126,12 +124,17 @@ def session_settings(master: str | None, *, shuffle_partitions: int | None = Non
     if shuffle_partitions is not None:
         settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if short_lived:
-        settings[DRIVER_OPTIONS] = f"{settings[DRIVER_OPTIONS]} {QUICK_COMPILER}"
+        settings[DRIVER_OPTIONS] = _java_options(settings[DRIVER_OPTIONS], QUICK_COMPILER)
     for key, value in (conf or {}).items():
         # Java options given add to edgewise's (a JVM takes the last of two contrary options): an -Xmx must not
         # drop -Duser.timezone=UTC, which keeps the JVM's own time conversions in the session's zone
-        settings[key] = f"{settings[key]} {value}".strip() if key in (DRIVER_OPTIONS, EXECUTOR_OPTIONS) else value
+        settings[key] = _java_options(settings[key], value) if key in (DRIVER_OPTIONS, EXECUTOR_OPTIONS) else value
     return settings
+
+
+def _java_options(current: str, added: str) -> str:
+    """Java options with ``added`` after ``current`` (the later of two contrary options wins)."""
+    return f"{current} {added}".strip()
 
 
 def _startup_archive(driver_options: str) -> StartupArchive | None:
