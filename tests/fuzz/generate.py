@@ -94,6 +94,10 @@ def numeric_expressions() -> st.SearchStrategy[str]:
         st.tuples(inner, st.integers(-2, 5), inner, inner)
           .map(lambda p: f"CASE WHEN {p[0]} > {p[1]} THEN {p[2]} WHEN s = 'hello' THEN 0 ELSE {p[3]} END"),
         st.sampled_from(TEXT_FUNCTIONS),
+        # text beside numbers in one call: Spark gives the call one type (docs/spark.md, Implicit casts of mixed
+        # types); s is text, typed STRING on Spark, and may hold a number's text ('12', '3.5')
+        inner.map(lambda e: f"coalesce(s, {e})"),
+        inner.map(lambda e: f"if(length(s) > 2, s, {e})"),
     ), max_leaves=4)
 
 

@@ -136,6 +136,74 @@ def test_pinned_difference_spark_casts_mixed_array_elements(spark: Any, tmp_path
         _spark(spark, text, tmp_path)
 
 
+TYPED_SPOOL = SPOOL.replace("path: in}", 'path: in, schema: "x STRING, y BIGINT, c BOOLEAN"}')
+TYPED_EVENTS = ['{"x":"oops","y":1,"c":true}', '{"x":"244","y":1,"c":true}', '{"x":"2.5","y":1,"c":false}',
+                '{"x":"2.5","y":3,"c":true}']
+
+
+@pytest.mark.parametrize("expr", [
+    "if(c, x, y)", "coalesce(x, y)", "if(c, x, y + 1)", "CASE WHEN c THEN x ELSE y / 2 END", "nvl2(c, x, -y)",
+    "upper(if(c, x, y))", "if(c, x, y) * 2", "if(c, x, y) > 3", "if(c, x, y) = 'oops'", "round(coalesce(x, y), 1)",
+    "try_divide(if(c, x, y), 4)", "cast(if(c, x, y) AS DOUBLE)", "abs(if(c, x, y))", "if(c, x, y) * 2.5",
+    "nullif(if(c, x, y), 0)", "length(if(c, x, y))", "coalesce(x, y) || '!'", "nvl2(c, upper(x), y + 1) = 'OOPS'",
+    "transform(array(1), e -> if(c, x, y + e))"])
+def test_text_beside_a_typed_number_agrees(spark: Any, tmp_path: Path, expr: str) -> None:
+    """docs/spark.md, Implicit casts of mixed types: a STRING `x` beside a BIGINT `y` in one call. Spark gave the
+    call one type, BIGINT, and its cast of 'oops' failed the whole query whatever on_error said; now a value a step
+    sets comes out as it is, as locally, and in arithmetic and string functions the engines agree."""
+    _spool(tmp_path, TYPED_EVENTS)
+    text = TYPED_SPOOL + f"""
+      - annotate: {{id: a, set: {{v: "{expr}"}}, on_error: skip}}
+"""
+    local = sorted((r["x"], r["c"], r["v"]) for r in _local(text, tmp_path).values())
+    remote = sorted((r["x"], r["c"], r["v"]) for r in _spark(spark, text, tmp_path).values())
+    assert local == remote
+    assert len(local) >= 2
+
+
+@pytest.mark.parametrize("agg", ["sum(if(c, x, y))", "avg(coalesce(x, y))"])
+def test_text_beside_a_typed_number_in_a_window_aggregate_agrees(spark: Any, tmp_path: Path, agg: str) -> None:
+    """An aggregate reads text as DOUBLE on both engines: `sum(if(c, x, y))` adds '2.5' as 2.5, where Spark's one
+    type for the if(), BIGINT, failed the event on Spark only."""
+    _spool(tmp_path, TYPED_EVENTS[1:])
+    text = TYPED_SPOOL.replace("version: 1", 'version: 1\nevent_time: "timestamp_seconds(0)"') + f"""
+      - window: {{id: w, tumbling: 1m, watermark: 60s, aggs: {{v: "{agg}", n: count()}}, on_error: skip}}
+"""
+    local = [(r["v"], r["n"]) for r in _local(text, tmp_path).values()]
+    assert local == [(r["v"], r["n"]) for r in _spark(spark, text, tmp_path).values()]
+    assert local[0][1] == 3
+
+
+@pytest.mark.parametrize("expr", ["if(c, coalesce(x, y), 1.5)", "coalesce(coalesce(x, y), 0)"])
+def test_text_beside_a_typed_number_under_a_number_literal_agrees(spark: Any, tmp_path: Path, expr: str) -> None:
+    """`coalesce(x, y)` (a STRING `x`, a BIGINT `y`) as a value of a call with a number literal: locally the inner
+    coalesce gives the text as it is and the outer call casts it beside the literal ('2.5' is 2.5 beside 1.5, and
+    fails beside 0); Spark's inner coalesce was BIGINT, whose cast of '2.5' failed the event (and of 'oops', beside
+    0, the query). The inner call's text is now cast to the literal's type on Spark too."""
+    _spool(tmp_path, TYPED_EVENTS)
+    text = TYPED_SPOOL + f"""
+      - annotate: {{id: a, set: {{v: "{expr}"}}, on_error: skip}}
+"""
+    local = sorted((r["x"], r["c"], r["v"]) for r in _local(text, tmp_path).values())
+    assert local == sorted((r["x"], r["c"], r["v"]) for r in _spark(spark, text, tmp_path).values())
+    assert local  # the events that pass on both
+
+
+def test_pinned_difference_text_beside_a_typed_number_as_a_merge_lambda(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Implicit casts of mixed types: the whole body of `aggregate`'s merge lambda mixing text with
+    a typed number keeps Spark's one type (the accumulator's BIGINT), and as any error in a lambda body its cast
+    of 'oops' fails the query; the local engine gives each value as it is."""
+    from edgewise.engine.spark.job import SparkJobFailed
+
+    _spool(tmp_path, TYPED_EVENTS)
+    text = TYPED_SPOOL + """
+      - annotate: {id: a, set: {v: "aggregate(array(1), y, (acc, e) -> if(c, x, acc))"}, on_error: skip}
+"""
+    assert sorted(str(r["v"]) for r in _local(text, tmp_path).values()) == ["1", "2.5", "244", "oops"]
+    with pytest.raises(SparkJobFailed, match="query failed"):
+        _spark(spark, text, tmp_path)
+
+
 def test_a_window_with_when_is_refused_on_spark_before_it_starts(spark: Any, tmp_path: Path) -> None:
 
     from edgewise.errors import ConfigError

@@ -25,6 +25,7 @@ from edgewise.expr.dialect import EdgewiseSpark
 from edgewise.expr.functions import FUNCTIONS
 from edgewise.expr.functions.base import Evaluator, Lambda, Scope
 from edgewise.expr.functions.casts import cast_function
+from edgewise.expr.functions.conditional import as_common_type, if_, number_beside
 
 NOT_ALLOWED = {
     "current_timestamp": "it reads the wall clock; use the event time or a field of the event",
@@ -505,14 +506,18 @@ def _case(node: exp.Case, ctx: _Context) -> Evaluator:
                     return then(p)
         return default(p)
 
-    return case
+    number = number_beside([then for _, then in branches] + [default])
+    if number is None:
+        return case
+    # Spark gives the CASE one type: text a branch gives beside number literals is cast to it, as in coalesce
+    return lambda p: as_common_type(case(p), number, "CASE")
 
 
 def _if(node: exp.If, ctx: _Context) -> Evaluator:
     cond = _compile(node.this, ctx)
     then = _compile(node.args["true"], ctx)
     other = _compile(node.args["false"], ctx) if node.args.get("false") else _const(None)
-    return lambda p: then(p) if cond(p) is True else other(p)
+    return if_([cond, then, other])
 
 
 def _cast(node: exp.Cast, ctx: _Context) -> Evaluator:

@@ -15,8 +15,10 @@ a VARIANT), so every field reference is read with ``variant_get`` at one type, d
    read DOUBLE, conditions BOOLEAN, array functions ``ARRAY<VARIANT>``, comparisons the other side's type, and
    everything else keeps the VARIANT (written back unchanged; string functions read it as STRING); operators
    over such a field then follow each event's value kind, as the local engine does (``sql._follow_value_kinds``).
-   ``coalesce``, ``if`` and ``CASE`` pass their own wanted type on to their values; wanted at none, they are
-   VARIANTs, their other values cast to one (``sql._Compiler._coalescing``, ``sql._variant_branches``).
+   ``coalesce``, ``if`` and ``CASE`` pass their own wanted type on to their values, such a field's text cast
+   beside number literals to their type first, as both engines give the call one type; wanted at none, they are
+   VARIANTs, their other values cast to one (``sql._Compiler._coalescing``, ``sql._Compiler._beside_numbers``,
+   ``sql._variant_branches``).
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from sqlglot import exp
 from edgewise.engine.spark.fields import FieldTypes
 from edgewise.expr.compiler import parse
 from edgewise.expr.dialect import EdgewiseSpark
+from edgewise.expr.typecheck import NUMERIC, STRING, static_type
 
 EVENT = "event"
 """The event map column (``MAP<STRING, VARIANT>``, one entry per top-level field), where a layout has one."""
@@ -170,19 +171,191 @@ def _standalone_if(node: exp.Expression) -> TypeGuard[exp.If]:
     return isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)
 
 
+def _value_places(node: exp.If | exp.Case) -> list[tuple[exp.Expression, str]]:
+    """Where an IF's or a CASE's values are: (holder, key) of each THEN and of the ELSE (which may be empty)."""
+    ifs = (node.args.get("ifs") or []) if isinstance(node, exp.Case) else [node]
+    return [(i, "true") for i in ifs] + [(node, "default" if isinstance(node, exp.Case) else "false")]
+
+
+_SCALAR_WANTS = frozenset(("double", "bigint", "string"))
+"""The wanted types a number can be cast to: where ``coalesce``, an IF or a CASE over an untyped field is wanted
+at one of them, the field's text is cast beside number literals first (``_Compiler._beside_numbers``)."""
+
+
+def _as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
+    """``nvl2`` and ``nullif`` as the IFs Spark itself makes of them (``nvl2(a, b, c)`` is ``if(a IS NOT NULL, b,
+    c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``), so their values are typed and their comparison guarded as
+    an IF's and a comparison's: as functions, ``nullif(x, 0)`` over the text ``'oops'`` failed the query, not the
+    event. None for anything else."""
+    name = str(node.this).lower() if isinstance(node, exp.Anonymous) else None
+    if name == "nullif" and len(node.expressions) == 2:
+        a, b = node.expressions
+        return exp.If(this=exp.EQ(this=a.copy(), expression=b.copy()), true=exp.Null(), false=a.copy())
+    if name == "nvl2" and len(node.expressions) == 3:
+        a, b, c = node.expressions
+        return exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=b.copy(),
+                      false=c.copy())
+    return None
+
+
+def _is_variant_call(node: exp.Expression, want: str | None) -> bool:
+    """Whether a ``coalesce``, IF or CASE whose values mix text with typed numbers is made a VARIANT: where it is the
+    whole expression, the value a step sets (each event's value then comes out as it is, as locally); inside
+    another expression, what uses it is lifted into its values instead (``_lift_mixed``), as a function or an
+    operator over a VARIANT is not what it is over text or a number. The whole body of ``transform``'s lambda is
+    such a value too (an element of the array it makes)."""
+    parent = node.parent
+    in_transform = isinstance(parent, exp.Lambda) and isinstance(parent.parent, exp.Transform)
+    return want is None and (parent is None or in_transform)
+
+
 def _variant_branches(node: exp.If | exp.Case) -> None:
     """An IF or CASE wanted at no type (the value a step sets) whose values include a field no type is known for
     (a VARIANT): every other value is cast to a VARIANT, as Spark gives the branches one type and refuses a
     VARIANT beside another; each event's value then comes out as it is, as on the local engine. (Found by the
-    pipeline fuzzer's soak: ``if(c, x, 1.5)`` was refused by Spark's analyser.)"""
-    ifs = (node.args.get("ifs") or []) if isinstance(node, exp.Case) else [node]
-    places = [(i, "true") for i in ifs] + [(node, "default" if isinstance(node, exp.Case) else "false")]
-    values = [(holder, key, holder.args.get(key)) for holder, key in places]
-    if not any(isinstance(v, exp.Expression) and v.meta.get(_UNTYPED) is not None for _, _, v in values):
+    pipeline fuzzer's soak: ``if(c, x, 1.5)`` was refused by Spark's analyser.) So too where text meets a number
+    that is not a literal (``_text_beside_typed_numbers``) in the value a step sets (``_is_variant_call``)."""
+    values = [(holder, key, holder.args.get(key)) for holder, key in _value_places(node)]
+    present = [v for _, _, v in values if isinstance(v, exp.Expression)]
+    if not any(v.meta.get(_UNTYPED) is not None for v in present) and not (
+            _is_variant_call(node, None) and _text_beside_typed_numbers(present)):
         return
     for holder, key, value in values:
         if isinstance(value, exp.Expression) and value.meta.get(_UNTYPED) is None:
-            holder.set(key, _node(f"try_cast({_sql(value)} AS VARIANT)"))
+            holder.set(key, _variant_value(value))
+
+
+def _retarget_mixed(values: list[exp.Expression], target: str) -> None:
+    """Values of a call with number literals (``target``: their type) that are calls mixing text with typed numbers
+    themselves (``coalesce(coalesce(s, y), 0)``): the local engine hands the outer call the inner one's text as it
+    is and casts it beside the literals, so on Spark the inner call's text is cast to the literals' type too, not
+    to its own numbers' type first (found by the pipeline fuzzer's soak: a query failed on ``'3.5'``)."""
+    for value in values:
+        if not value.meta.pop(_MIXED, False):
+            continue
+        inner = ([h.args[k] for h, k in _value_places(value) if isinstance(h.args.get(k), exp.Expression)]
+                 if isinstance(value, exp.If | exp.Case) else list(value.expressions))
+        _retarget_mixed(inner, target)
+        for v in inner:
+            if _value_class(v) == STRING:
+                v.replace(_node(f"CAST({_sql(v)} AS {target})"))
+
+
+_NUMBER_WANTS = frozenset(("double", "bigint"))
+
+
+def _read_as_number(value: exp.Expression, want: str) -> exp.Expression:
+    """A value of a call mixing text with typed numbers that is the whole expression, wanted at a number type (an
+    aggregate's argument: ``sum(if(c, x, y))``): text is cast to that type as the reader of the value casts it on
+    both engines (``sum`` over ``'2.5'`` adds 2.5), not to the numbers' type first as Spark's one type for the call
+    would (BIGINT: '2.5' failed the event on Spark only). The guard reports text that does not cast."""
+    if _value_class(value) == STRING:
+        return _node(f"CAST({_sql(value)} AS {want.upper()})")
+    return value
+
+
+def _variant_value(value: exp.Expression) -> exp.Expression:
+    """A value of a VARIANT call, as a VARIANT: cast to one, or where it is itself a call mixing text with numbers
+    (``_MIXED``: ``nullif(if(c, x, y), 0)``), that call made a VARIANT in turn, so Spark gives it no one type."""
+    if not value.meta.pop(_MIXED, False):
+        return _node(f"try_cast({_sql(value)} AS VARIANT)")
+    if isinstance(value, exp.If | exp.Case):
+        for holder, key in _value_places(value):
+            inner = holder.args.get(key)
+            if isinstance(inner, exp.Expression):
+                holder.set(key, _variant_value(inner))
+    else:  # coalesce
+        value.set("expressions", [_variant_value(a) for a in value.expressions])
+    return value
+
+
+def _text_beside_typed_numbers(values: list[exp.Expression]) -> bool:
+    """Values of one call (``coalesce``, IF, CASE) mixing text with a number that is not a literal (a field read at
+    a number type, arithmetic over such): Spark would cast the text to the number's type, but the local engine,
+    without static types, keeps each value as it is; wanted at no type, the call is a VARIANT instead, so each
+    event's value comes out as it is on both. (Beside number literals both engines cast: ``_text_target``.)"""
+    classes = {_value_class(v) for v in values}
+    return _text_target(values) is None and ({STRING, NUMERIC} <= classes or _MIXED in classes)
+
+
+def _value_class(node: exp.Expression) -> str | None:
+    """STRING or NUMERIC where a compiled value's form tells (a field read at a type, a cast, arithmetic, a
+    function of known result: ``typecheck.static_type``), ``_MIXED`` for a call mixing both, else None."""
+    if node.meta.get(_MIXED):
+        return _MIXED  # a call that mixes them itself
+    read_at = node.meta.get(_READ_AT)
+    if read_at is not None:
+        return STRING if read_at == "string" else NUMERIC if _number_kind(node, True) else None
+    if _is_text(node):
+        return STRING
+    if _number_kind(node, True) is not None:
+        return NUMERIC
+    values = _call_values(node)
+    if values is not None:  # a call of one class, NULLs aside
+        classes = {_value_class(v) for v in values if not isinstance(v, exp.Null)}
+        return classes.pop() if len(classes) == 1 else None
+    return static_type(node)
+
+
+def _call_values(node: exp.Expression) -> list[exp.Expression] | None:
+    """The values of a ``coalesce``/``nvl``/``ifnull``, an IF or a CASE (what it can give), else None."""
+    if isinstance(node, exp.Case) or _standalone_if(node):
+        return [v for h, k in _value_places(node) if isinstance(v := h.args.get(k), exp.Expression)]
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING:
+        return list(node.expressions)
+    return None
+
+
+_MIXED = "edgewise_mixed"
+"""Marks a ``coalesce``, IF or CASE wanted at a type whose values mix text with typed numbers (not literals):
+what uses it is lifted into its values (``_lift_mixed``)."""
+_NOT_LIFTED = (exp.If, exp.Case, exp.And, exp.Or, exp.Not, exp.Lambda, exp.AggFunc)
+
+
+def _lift_mixed(node: exp.Expression) -> exp.Expression:
+    """``f(…, if(c, a, b), …)`` as ``if(c, f(…, a, …), f(…, b, …))`` where the IF (a CASE, a ``coalesce``) mixes
+    text with numbers that are not literals (``_MIXED``). Spark would give the call the numbers' type and cast the
+    text to it before ``f`` sees it; the local engine hands ``f`` each event's value as it is, and ``f``'s own rules
+    for text then apply (``round('2.5')`` is 2.5; ``if(c, x, y) = 'oops'`` compares text with text). With ``f`` in
+    each branch, Spark applies ``f``'s rules to each value's own type too, and the guard counts only the errors of
+    the branch an event takes. Connectives, conditionals, aggregates and lambdas are not lifted through: they
+    decide what is evaluated."""
+    if isinstance(node, _NOT_LIFTED) or (isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING):
+        return node
+    if any(isinstance(a, exp.Lambda) for a in node.iter_expressions()):
+        return node
+    for key, child in node.args.items():
+        for index, c in enumerate(child if isinstance(child, list) else [child]):
+            if isinstance(c, exp.Expression) and c.meta.get(_MIXED):
+                return _lifted(node, key, index if isinstance(child, list) else None, c)
+    return node
+
+
+def _lifted(node: exp.Expression, key: str, index: int | None, mixed: exp.Expression) -> exp.Expression:
+    """``node`` with its child ``mixed`` (at ``key``, ``index``) lifted out: the conditional, each of its values
+    replaced by a copy of ``node`` holding that value."""
+
+    def holding(value: exp.Expression) -> exp.Expression:
+        copy = node.copy()
+        if index is None:
+            copy.set(key, value)
+        else:
+            values = list(copy.args[key])
+            values[index] = value
+            copy.set(key, values)
+        return _lift_mixed(copy)  # another mixed argument of the same node
+
+    if isinstance(mixed, exp.If | exp.Case):
+        lifted = mixed.copy()
+        lifted.meta.pop(_MIXED, None)
+        for holder, place in _value_places(lifted):
+            value = holder.args.get(place)
+            holder.set(place, holding(value if isinstance(value, exp.Expression) else exp.Null()))
+        return lifted
+    args = list(mixed.expressions)  # coalesce: the first value that is not NULL
+    ifs = [exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=holding(a.copy()))
+           for a in args[:-1]]
+    return exp.Case(ifs=ifs, default=holding(args[-1].copy()))
 
 
 _ELEMENT_PARAM = {"aggregate": 1, "reduce": 1}
@@ -212,6 +385,7 @@ class _Compiler:
             self.fields.add(path[0])
             known = self.types.type_of(path)
             read_node = _node(field_read(path, known or want, self.types))
+            read_node.meta[_READ_AT] = known or want
             if known is None:
                 read_node.meta[_UNTYPED] = path
             return read_node
@@ -222,6 +396,9 @@ class _Compiler:
                 return from_element
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING:
             return self._coalescing(node, want, lambda_vars)
+        written = _as_spark_writes_it(node)
+        if written is not None:  # in its place (``_is_variant_call`` asks where it is)
+            return self.rewrite(node.replace(written), want, lambda_vars)
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -252,9 +429,51 @@ class _Compiler:
                 if key == "this":
                     element_type = _element_type(r)
                 node.set(key, r)
-        if want is None and (isinstance(node, exp.Case) or _standalone_if(node)):
-            _variant_branches(node)
-        return node
+        if isinstance(node, exp.Case) or _standalone_if(node):
+            self._branches_beside_numbers(node, want)
+            if want is None:
+                _variant_branches(node)
+            places = [(h, k) for h, k in _value_places(node) if isinstance(h.args.get(k), exp.Expression)]
+            if not _is_variant_call(node, want) and _text_beside_typed_numbers([h.args[k] for h, k in places]):
+                if node.parent is None and want in _NUMBER_WANTS:
+                    for holder, key in places:
+                        holder.set(key, _read_as_number(holder.args[key], want))
+                else:
+                    node.meta[_MIXED] = True
+            return node
+        return _lift_mixed(node)
+
+    def _branches_beside_numbers(self, node: exp.If | exp.Case, want: str | None) -> None:
+        """An IF's or a CASE's values where one is a field no type is known for and another a number literal:
+        Spark gives the call one type, so text an event's field holds is cast to the literals' type, as over a
+        STRING column and as on the local engine (``_beside_numbers``). (Found by the pipeline fuzzer's soak:
+        ``try_divide(if(c, x, -1), 4)`` over ``'oops'``, ``if(c, 5, x) = -1`` over ``'297.27'``.)"""
+        places = _value_places(node)
+        values = [holder.args.get(key) for holder, key in places]
+        typed = [v for v in values if isinstance(v, exp.Expression)]
+        target = _text_target(typed)
+        if target is not None:
+            _retarget_mixed(typed, target)
+        if target is None or not any(v.meta.get(_UNTYPED) is not None for v in typed):
+            return
+        for holder, key in places:
+            value = holder.args.get(key)
+            if isinstance(value, exp.Expression):
+                holder.set(key, self._beside_numbers(value, target, want))
+
+    def _beside_numbers(self, arg: exp.Expression, target: str | None, want: str | None) -> exp.Expression:
+        """A value of ``coalesce``, ``if`` or a CASE next to number literals (of type ``target``) where another value
+        is an untyped field: wanted at no type, a VARIANT (``_as_variant``); wanted at a scalar type, the untyped
+        field's text is cast to ``target`` first (``coalesce(x, 0)`` over ``'2.5'`` fails: it is no BIGINT), any
+        other value it holds read at the wanted type as before."""
+        if want is None:
+            return self._as_variant(arg, target)
+        path = arg.meta.get(_UNTYPED)
+        if path is None or target is None or want not in _SCALAR_WANTS:
+            return arg
+        text = field_read(path, "string", self.types)
+        return _node(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
+                     f"CAST(CAST({text} AS {target}) AS {want.upper()}) ELSE {_sql(arg)} END")
 
     def _coalescing(self, node: exp.Anonymous, want: str | None, lambda_vars: frozenset[str]) -> exp.Expression:
         """``coalesce``/``nvl``/``ifnull``: Spark gives the call one type, and refuses a VARIANT beside another
@@ -264,9 +483,18 @@ class _Compiler:
         local engine. (Found by the pipeline fuzzer's soak: ``coalesce(y.z, 0)`` over a field never seen was
         refused by Spark's analyser, an internal error for the user.)"""
         args = [self.rewrite(a, want, lambda_vars) for a in node.expressions]
-        if want is None and any(a.meta.get(_UNTYPED) is not None for a in args):
+        literal_target = _text_target(args)
+        if literal_target is not None:
+            _retarget_mixed(args, literal_target)
+        if any(a.meta.get(_UNTYPED) is not None for a in args) or (
+                _is_variant_call(node, want) and _text_beside_typed_numbers(args)):
             target = _text_target(args)
-            args = [self._as_variant(a, target) for a in args]
+            args = [self._beside_numbers(a, target, want) for a in args]
+        if not _is_variant_call(node, want) and _text_beside_typed_numbers(args):
+            if node.parent is None and want in _NUMBER_WANTS:
+                args = [_read_as_number(a, want) for a in args]
+            else:
+                node.meta[_MIXED] = True
         node.set("expressions", args)
         return node
 
@@ -284,7 +512,7 @@ class _Compiler:
                          f"try_cast(CAST({text} AS {target}) AS VARIANT) ELSE {_sql(arg)} END")
         if target is not None and _is_text(arg):
             return _node(f"try_cast(CAST({_sql(arg)} AS {target}) AS VARIANT)")
-        return _node(f"try_cast({_sql(arg)} AS VARIANT)")
+        return _variant_value(arg)
 
     def _field_of_element(self, element: exp.Expression, parts: list[str], want: str | None,
                           lambda_vars: frozenset[str]) -> exp.Expression | None:
@@ -367,6 +595,9 @@ def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:
 
 _UNTYPED = "edgewise_untyped"
 """Marks a field read whose type the data does not fix (never seen, or seen with several types): its path."""
+_READ_AT = "edgewise_read_at"
+"""Marks a field read with the Spark type it is read at (None: a VARIANT), whatever form its SQL takes (a column a
+step set is read as it is)."""
 _TEXT_RULE_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, *_COMPARISON)
 _TEXT_RULE_FUNCTIONS = frozenset(("pmod", "try_add", "try_subtract", "try_multiply", "try_divide", "try_mod"))
 
@@ -674,6 +905,8 @@ def _function_name(node: exp.Func) -> str:
 
 def _is_text(node: exp.Expression) -> bool:
     """The expression is text by its form: a string literal, a field read as STRING, a cast to STRING."""
+    if node.meta.get(_READ_AT) == "string":
+        return True
     if isinstance(node, exp.Literal):
         return bool(node.is_string)
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
@@ -735,8 +968,12 @@ def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
 
 
 def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
+    """A CASE (an IF too): an error of a branch's value counts where that branch is taken; text among values
+    beside number literals is cast to their type, as Spark gives the CASE one type (``_text_as``)."""
     errors: list[str] = []
     taken: list[str] = []  # conditions of earlier branches: a later branch runs only when none was TRUE
+    target = _one_type([v for holder, key in _value_places(node)
+                        if isinstance(v := holder.args.get(key), exp.Expression)])
     if node.this is not None:
         subject, e = _guard(node.this)
         node.set("this", subject)
@@ -744,7 +981,7 @@ def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
     ifs = []
     for branch in node.args.get("ifs") or []:
         cond, ec = _guard(branch.this)
-        value, ev = _guard(branch.args["true"])
+        value, ev = _text_as(target, *_guard(branch.args["true"]))
         branch.set("this", cond)
         branch.set("true", value)
         ifs.append(branch)
@@ -758,7 +995,7 @@ def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
     node.set("ifs", ifs)
     default = node.args.get("default")
     if default is not None:
-        d, ed = _guard(default)
+        d, ed = _text_as(target, *_guard(default))
         node.set("default", d)
         if ed:
             not_before = " AND ".join(f"NOT coalesce({t}, false)" for t in taken) or "true"
@@ -788,11 +1025,67 @@ def _number_literal(node: exp.Expression) -> str | None:
     return None
 
 
-def _text_target(args: list[exp.Expression]) -> str | None:
-    """The type text among ``coalesce``'s arguments is cast to: Spark's one type for the call beside number
-    literals, DOUBLE where one is a fraction, else BIGINT; None without number literals."""
-    numbers = [n for n in map(_number_literal, args) if n is not None]
-    return None if not numbers else "DOUBLE" if any(set(n) & set(".eE") for n in numbers) else "BIGINT"
+def _text_target(args: list[exp.Expression], *, typed: bool = False) -> str | None:
+    """The type text among ``coalesce``'s arguments (an IF's, a CASE's values) is cast to: Spark's one type for
+    the call beside numbers, DOUBLE where one is a fraction, else BIGINT; None without numbers. Numbers are the
+    literals, and with ``typed`` also values read or cast at a number type: the guard casts text beside those
+    too, as Spark would outside any try form (``coalesce(x, y)`` with a STRING ``x`` and a BIGINT ``y`` failed
+    the query on ``'oops'``), but the local engine, without static types, keeps such text as it is."""
+    kinds = [k for k in (_number_kind(a, typed) for a in args) if k is not None]
+    return None if not kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
+
+
+def _one_type(values: list[exp.Expression]) -> str | None:
+    """The type the guard casts text among a call's values to: the number literals' where there are any (as the
+    local engine casts), else the typed numbers' (as Spark would, outside any try form)."""
+    return _text_target(values) or _text_target(values, typed=True)
+
+
+_INTEGRAL_TYPES = frozenset(("bigint", "int", "smallint", "tinyint"))
+
+
+def _number_kind(node: exp.Expression, typed: bool) -> str | None:
+    """BIGINT or DOUBLE where ``node`` is a number literal (or, ``typed``, a value read or cast at a number
+    type), else None."""
+    literal = _number_literal(node)
+    if literal is not None:
+        return "DOUBLE" if set(literal) & set(".eE") else "BIGINT"
+    if not typed:
+        return None
+    if isinstance(node, exp.Paren | exp.Neg):
+        return _number_kind(node.this, typed)
+    if isinstance(node, exp.Div):
+        return "DOUBLE"
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod | exp.IntDiv):
+        kinds = {_number_kind(node.this, typed), _number_kind(node.expression, typed)}
+        return None if None in kinds else "BIGINT" if isinstance(node, exp.IntDiv) or kinds == {"BIGINT"} else "DOUBLE"
+    values = _call_values(node)
+    if values is not None:  # Spark's one type for a call of numbers, NULLs and text (cast to it) aside
+        kinds = {_number_kind(v, typed) for v in values
+                 if not isinstance(v, exp.Null) and _value_class(v) not in (STRING, _MIXED)}
+        return None if not kinds or None in kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
+    spark_type = node.meta.get(_READ_AT)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
+        kind = node.expressions[2] if len(node.expressions) == 3 else None
+        spark_type = str(kind.this).lower() if isinstance(kind, exp.Literal) else None
+    elif isinstance(node, exp.Cast):
+        spark_type = node.to.sql(dialect="spark").lower()
+    if spark_type is None:
+        return None
+    if spark_type in _INTEGRAL_TYPES:
+        return "BIGINT"
+    return "DOUBLE" if spark_type in ("double", "float") or spark_type.startswith("decimal") else None
+
+
+def _text_as(target: str | None, guarded: exp.Expression, error: str | None) -> tuple[exp.Expression, str | None]:
+    """A guarded value of a call Spark gives one type (``coalesce``, ``if``, CASE) beside numbers of type
+    ``target`` (``_one_type``): where it is text by its form, cast to that type, which Spark does outside any try
+    form; the guarded form casts with try_cast and reports the failure as the value's CAST_INVALID_INPUT."""
+    if target is None or not _is_text(guarded):
+        return guarded, error
+    text = _sql(guarded)
+    cast_error = _error_if(f"({text}) IS NOT NULL AND try_cast({text} AS {target}) IS NULL", "CAST_INVALID_INPUT")
+    return _node(f"try_cast({text} AS {target})"), _first([error or "", cast_error])
 
 
 def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
@@ -802,15 +1095,9 @@ def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
     errors: list[str] = []
     args = []
     earlier: list[str] = []
-    target = _text_target(node.expressions)
+    target = _one_type(node.expressions)
     for arg in node.expressions:
-        g, e = _guard(arg)
-        if target is not None and _is_text(g):
-            text = _sql(g)
-            cast_error = _error_if(f"({text}) IS NOT NULL AND try_cast({text} AS {target}) IS NULL",
-                                   "CAST_INVALID_INPUT")
-            e = _first([e or "", cast_error])
-            g = _node(f"try_cast({text} AS {target})")
+        g, e = _text_as(target, *_guard(arg))
         args.append(g)
         if e:
             null_before = " AND ".join(f"({x}) IS NULL" for x in earlier) or "true"

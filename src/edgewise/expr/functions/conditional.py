@@ -10,19 +10,20 @@ from edgewise.expr.functions.base import Evaluator, FunctionTable
 table = FunctionTable("conditional")
 
 
-def _number_beside(args: list[Evaluator]) -> Any:
-    """The number literal among the arguments whose type text is cast to, as Spark gives ``coalesce(x, -1)`` one
-    type: BIGINT beside integers, DOUBLE where a fraction is among them; None without number literals."""
+def number_beside(args: list[Evaluator]) -> Any:
+    """The number literal among the values whose type text is cast to, as Spark gives ``coalesce(x, -1)``,
+    ``if(c, x, -1)`` and a CASE one type: BIGINT beside integers, DOUBLE where a fraction is among them; None
+    without number literals."""
     numbers = [getattr(a, "constant", None) for a in args]
     numbers = [n for n in numbers if n is not None and V.is_number(n)]
     return next((n for n in numbers if not isinstance(n, int)), numbers[0]) if numbers else None
 
 
-def _as_common_type(v: Any, number: Any) -> Any:
+def as_common_type(v: Any, number: Any, what: str) -> Any:
     """A text value chosen next to number literals is cast as Spark casts it (``'244'`` is 244 in
     ``nvl(x, -1)``; ``'2.5'`` fails: it is no BIGINT)."""
     if number is not None and v.__class__ is str:
-        return V.with_text(v, number, "coalesce")[0]
+        return V.with_text(v, number, what)[0]
     return v
 
 
@@ -31,13 +32,13 @@ def coalesce(args: list[Evaluator]) -> Evaluator:
     """The first non-NULL argument (later arguments are not evaluated); text beside number literals is cast to them.
 
     Spark gives the call one type: ``coalesce(x, 0)`` over the text ``'244'`` is 244, over ``'2.5'`` it fails."""
-    number = _number_beside(args)
+    number = number_beside(args)
 
     def first(p: Any) -> Any:
         for a in args:
             v = a(p)
             if v is not None:
-                return _as_common_type(v, number)
+                return as_common_type(v, number, "coalesce")
         return None
 
     return first
@@ -47,28 +48,33 @@ def coalesce(args: list[Evaluator]) -> Evaluator:
 def nvl(args: list[Evaluator]) -> Evaluator:
     """``a`` unless it is NULL, else ``b``; text beside a number literal is cast to it (as in ``coalesce``)."""
     a, b = args
-    number = _number_beside(args)
+    number = number_beside(args)
 
     def pick(p: Any) -> Any:
         v = a(p)
-        return _as_common_type(b(p) if v is None else v, number)
+        return as_common_type(b(p) if v is None else v, number, "nvl")
 
     return pick
 
 
 @table.special("nvl2", args=3)
 def nvl2(args: list[Evaluator]) -> Evaluator:
-    """``b`` if ``a`` is not NULL, else ``c``."""
+    """``b`` if ``a`` is not NULL, else ``c``; text beside a number literal is cast to it (as in ``if``)."""
     a, b, c = args
-    return lambda p: c(p) if a(p) is None else b(p)
+    number = number_beside([b, c])
+    return lambda p: as_common_type(c(p) if a(p) is None else b(p), number, "nvl2")
 
 
 @table.special("if", args=(2, 3))
 def if_(args: list[Evaluator]) -> Evaluator:
-    """``if(cond, then, else)``: ``then`` where ``cond`` is TRUE, else ``else``."""
+    """``if(cond, then, else)``: ``then`` where ``cond`` is TRUE, else ``else``; text beside a number literal: cast.
+
+    Spark gives the call one type, as it does ``coalesce``: ``if(c, x, -1)`` over ``'244'`` is 244, over ``'oops'``
+    (or ``'2.5'``: no BIGINT) it fails; beside a fraction (``0.5``) text is cast to DOUBLE."""
     cond, then = args[0], args[1]
     other = args[2] if len(args) > 2 else (lambda p: None)
-    return lambda p: then(p) if cond(p) is True else other(p)
+    number = number_beside([then, other])
+    return lambda p: as_common_type(then(p) if cond(p) is True else other(p), number, "if")
 
 
 @table.fn("nullif", args=2, nulls=True)
