@@ -204,6 +204,19 @@ def test_pinned_difference_text_beside_a_typed_number_as_a_merge_lambda(spark: A
         _spark(spark, text, tmp_path)
 
 
+def test_equal_null_over_a_field_mixing_text_and_numbers_agrees(spark: Any, tmp_path: Path) -> None:
+    """`equal_null(k, 'b')` over a field whose values are text and numbers (no type for Spark): it compared the
+    field's VARIANT, which Spark's analyser refused before reading data (found by the fuzzer's soak); it is now
+    `k <=> 'b'`, compared by each value's kind as locally (the number 2 beside 'b' fails its event on both)."""
+    _spool(tmp_path, ['{"i":1,"k":"b"}', '{"i":2,"k":"a"}', '{"i":3,"k":null}', '{"i":4}', '{"i":5,"k":2}'])
+    text = SPOOL + """
+      - annotate: {id: a, set: {v: "equal_null(k, 'b')"}, on_error: skip}
+"""
+    local = sorted((r["i"], r["v"]) for r in _local(text, tmp_path).values())
+    assert local == [(1, True), (2, False), (3, False), (4, False)]
+    assert local == sorted((r["i"], r["v"]) for r in _spark(spark, text, tmp_path).values())
+
+
 def test_a_window_with_when_is_refused_on_spark_before_it_starts(spark: Any, tmp_path: Path) -> None:
 
     from edgewise.errors import ConfigError

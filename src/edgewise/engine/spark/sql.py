@@ -183,11 +183,16 @@ at one of them, the field's text is cast beside number literals first (``_Compil
 
 
 def _as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
-    """``nvl2`` and ``nullif`` as the IFs Spark itself makes of them (``nvl2(a, b, c)`` is ``if(a IS NOT NULL, b,
-    c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``), so their values are typed and their comparison guarded as
-    an IF's and a comparison's: as functions, ``nullif(x, 0)`` over the text ``'oops'`` failed the query, not the
-    event. None for anything else."""
+    """``nvl2``, ``nullif`` and ``equal_null`` as Spark itself writes them (``nvl2(a, b, c)`` is ``if(a IS NOT
+    NULL, b, c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``, ``equal_null(a, b)`` is ``a <=> b``), so their
+    values are typed and their comparisons guarded as an IF's and a comparison's: as functions, ``nullif(x, 0)``
+    over the text ``'oops'`` failed the query, not the event, and ``equal_null(k, 'b')`` over a field no type is
+    known for compared a VARIANT, which Spark's analyser refused (found by the fuzzer's soak). None for anything
+    else."""
     name = str(node.this).lower() if isinstance(node, exp.Anonymous) else None
+    if name == "equal_null" and len(node.expressions) == 2:
+        a, b = node.expressions
+        return exp.NullSafeEQ(this=a.copy(), expression=b.copy())
     if name == "nullif" and len(node.expressions) == 2:
         a, b = node.expressions
         return exp.If(this=exp.EQ(this=a.copy(), expression=b.copy()), true=exp.Null(), false=a.copy())
