@@ -184,11 +184,22 @@ at one of them, the field's text is cast beside number literals first (``_Compil
 
 def _as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
     """``nvl2``, ``nullif`` and ``equal_null`` as Spark itself writes them (``nvl2(a, b, c)`` is ``if(a IS NOT
-    NULL, b, c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``, ``equal_null(a, b)`` is ``a <=> b``), so their
+    NULL, b, c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``, ``equal_null(a, b)`` is ``a <=> b``), and an IN
+    list that is not literals of one kind as SQL defines it (``x IN (a, b)`` is ``x = a OR x = b``), so their
     values are typed and their comparisons guarded as an IF's and a comparison's: as functions, ``nullif(x, 0)``
-    over the text ``'oops'`` failed the query, not the event, and ``equal_null(k, 'b')`` over a field no type is
-    known for compared a VARIANT, which Spark's analyser refused (found by the fuzzer's soak). None for anything
-    else."""
+    over the text ``'oops'`` failed the query, not the event, ``x IN ('a', 1)`` gave the list one type and failed
+    the query on ``'oops'``, and ``equal_null(k, 'b')`` over a field no type is known for compared a VARIANT,
+    which Spark's analyser refused (found by the fuzzer's soak). None for anything else."""
+    if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
+        kinds = {_literal_type(v) for v in node.expressions}
+        if len(kinds) == 1 and None not in kinds:
+            return None  # a list of literals of one kind: Spark's one type is theirs
+        # a list mixing kinds: each comparison on its own, as SQL defines IN and as the local engine evaluates it
+        subject, (first, *rest) = node.this, node.expressions
+        either: exp.Expression = exp.EQ(this=subject.copy(), expression=first.copy())
+        for value in rest:
+            either = exp.Or(this=either, expression=exp.EQ(this=subject.copy(), expression=value.copy()))
+        return exp.Paren(this=either)
     name = str(node.this).lower() if isinstance(node, exp.Anonymous) else None
     if name == "equal_null" and len(node.expressions) == 2:
         a, b = node.expressions
@@ -257,6 +268,29 @@ def _read_as_number(value: exp.Expression, want: str) -> exp.Expression:
     if _value_class(value) == STRING:
         return _node(f"CAST({_sql(value)} AS {want.upper()})")
     return value
+
+
+_COUNTING = frozenset(("size", "cardinality"))
+
+
+def _variant_elements(node: exp.Anonymous) -> None:
+    """``array(...)`` whose elements mix text with numbers, or a field no type is known for (a VARIANT) with typed
+    values: Spark gives an array one element type and casts the other elements to it outside any try form
+    (``array(x, 1)`` failed the whole query on ``'-539.25'``), or refuses a VARIANT beside another type; the local
+    engine keeps each element as it is. Where the array is the value a step sets or what ``size`` counts, the
+    elements become VARIANTs, so each comes out as it is on Spark too; where a function reads its elements, they
+    keep Spark's one type (a function of an ``array<variant>`` would be refused) and the guard casts the text
+    (``_guard``), so a text that does not cast fails its event, not the query."""
+    parent = node.parent
+    if parent is not None and not (isinstance(parent, exp.Anonymous) and str(parent.this).lower() in _COUNTING):
+        return
+    elements = [e for e in node.expressions if not isinstance(e, exp.Null)]
+    untyped = [e.meta.get(_UNTYPED) is not None and e.meta.get(_READ_AT) is None for e in elements]
+    classes = {_value_class(e) for e, u in zip(elements, untyped, strict=True) if not u}
+    if not ({STRING, NUMERIC} <= classes or _MIXED in classes or (any(untyped) and not all(untyped))):
+        return
+    node.set("expressions", [e if e.meta.get(_UNTYPED) is not None and e.meta.get(_READ_AT) is None
+                             else _variant_value(e) for e in node.expressions])
 
 
 def _variant_value(value: exp.Expression) -> exp.Expression:
@@ -446,6 +480,8 @@ class _Compiler:
                 else:
                     node.meta[_MIXED] = True
             return node
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "array":
+            _variant_elements(node)
         return _lift_mixed(node)
 
     def _branches_beside_numbers(self, node: exp.If | exp.Case, want: str | None) -> None:
@@ -804,6 +840,8 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             return _node("CAST(NULL AS DOUBLE)"), "'DATATYPE_MISMATCH'"
         if name in _COALESCING:
             return _guard_coalesce(node)
+        if name == "array":  # one element type: text beside numbers is cast to it, outside any try form
+            return _guard_array(node)
         if name == "variant_get" and len(node.expressions) == 3:
             variant, path, type_ = node.expressions
             v, ev = _guard(variant)
@@ -1091,6 +1129,16 @@ def _text_as(target: str | None, guarded: exp.Expression, error: str | None) -> 
     text = _sql(guarded)
     cast_error = _error_if(f"({text}) IS NOT NULL AND try_cast({text} AS {target}) IS NULL", "CAST_INVALID_INPUT")
     return _node(f"try_cast({text} AS {target})"), _first([error or "", cast_error])
+
+
+def _guard_array(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
+    """``array(...)``: Spark gives the elements one type, casting text beside numbers to it outside any try form;
+    the guarded form casts with try_cast and reports CAST_INVALID_INPUT (``_text_as``), an event's error, not the
+    query's."""
+    target = _one_type(node.expressions)
+    guarded = [_text_as(target, *_guard(element)) for element in node.expressions]
+    node.set("expressions", [g for g, _ in guarded])
+    return node, _first([e or "" for _, e in guarded])
 
 
 def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
