@@ -98,6 +98,7 @@ def numeric_expressions() -> st.SearchStrategy[str]:
         # types); s is text, typed STRING on Spark, and may hold a number's text ('12', '3.5')
         inner.map(lambda e: f"coalesce(s, {e})"),
         inner.map(lambda e: f"if(length(s) > 2, s, {e})"),
+        inner.map(lambda e: f"size(array(s, {e}))"),
     ), max_leaves=4)
 
 
@@ -116,7 +117,9 @@ def conditions() -> st.SearchStrategy[str]:
         st.sampled_from(["k = 'a'", "k IS NULL", "x IS NOT NULL", "s LIKE 'h%'", "k IN ('a', 'ä')",
                          "y.z > 0", "s = '12'", "x > '5'", "startswith(s, 'h')", "contains(s, 'l')",
                          "isnull(y.z)", "s RLIKE '^[0-9.]+$'", "y.z BETWEEN -2 AND 2", "length(k) = 1",
-                         "equal_null(k, 'b')"]),
+                         "equal_null(k, 'b')",
+                         # lists mixing text and numbers (Spark gives a list one type: docs/spark.md)
+                         "s IN ('12', 3)", "x IN ('oops', 1, y.z)", "array_contains(array(s, 1), 12)"]),
     )
     return st.recursive(atom, lambda inner: st.one_of(
         st.tuples(inner, st.sampled_from(["AND", "OR"]), inner).map(lambda p: f"({p[0]} {p[1]} {p[2]})"),

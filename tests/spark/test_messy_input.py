@@ -160,6 +160,23 @@ def test_an_in_list_mixing_text_and_a_number_agrees(spark: Any, tmp_path: Path, 
     assert local == sorted((r["i"], r["v"]) for r in _spark(spark, text, tmp_path).values())
 
 
+@pytest.mark.parametrize("expr", ["coalesce(coalesce(s, try_divide(2, 4)), 0)", "if(c, coalesce(s, 2), s)",
+                                  "array(coalesce(s, 1), s)"])
+def test_a_call_over_an_untyped_field_inside_another_agrees(spark: Any, tmp_path: Path, expr: str) -> None:
+    """A coalesce (an if()) over a field whose values are text and numbers is a VARIANT where a step sets it; as a
+    value of another such call it counts as one too, and its text meets the outer call's number literals as the
+    local engine's outer call meets it. Spark's analyser refused `coalesce(<VARIANT coalesce>, 0)` before reading
+    data (found by the fuzzer's soak)."""
+    _spool(tmp_path, ['{"i":1,"s":"12","c":true}', '{"i":2,"s":3.5,"c":true}', '{"i":3,"c":false}',
+                      '{"i":4,"s":"oops","c":true}', '{"i":5,"s":"2.5","c":false}'])
+    text = SPOOL + f"""
+      - annotate: {{id: a, set: {{v: "{expr}"}}, on_error: skip}}
+"""
+    local = sorted((r["i"], r["v"]) for r in _local(text, tmp_path).values())
+    assert local
+    assert local == sorted((r["i"], r["v"]) for r in _spark(spark, text, tmp_path).values())
+
+
 TYPED_SPOOL = SPOOL.replace("path: in}", 'path: in, schema: "x STRING, y BIGINT, c BOOLEAN"}')
 TYPED_EVENTS = ['{"x":"oops","y":1,"c":true}', '{"x":"244","y":1,"c":true}', '{"x":"2.5","y":1,"c":false}',
                 '{"x":"2.5","y":3,"c":true}']

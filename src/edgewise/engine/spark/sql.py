@@ -225,6 +225,18 @@ def _is_variant_call(node: exp.Expression, want: str | None) -> bool:
     return want is None and (parent is None or in_transform)
 
 
+_VARIANT = "edgewise_variant"
+"""Marks a ``coalesce``, IF or CASE made a VARIANT (each event's value as it is): a call it is a value of treats it
+as it treats a field no type is known for (``_gives_variant``). ``_GIVES_TEXT`` where it can give text (it has no
+number literals of its own, beside which its text was cast already)."""
+_GIVES_TEXT = "text"
+
+
+def _gives_variant(value: exp.Expression) -> bool:
+    """A value that is a VARIANT of unknown kind: a field no type is known for, or a call made a VARIANT."""
+    return value.meta.get(_UNTYPED) is not None or bool(value.meta.get(_VARIANT))
+
+
 def _variant_branches(node: exp.If | exp.Case) -> None:
     """An IF or CASE wanted at no type (the value a step sets) whose values include a field no type is known for
     (a VARIANT): every other value is cast to a VARIANT, as Spark gives the branches one type and refuses a
@@ -233,12 +245,13 @@ def _variant_branches(node: exp.If | exp.Case) -> None:
     that is not a literal (``_text_beside_typed_numbers``) in the value a step sets (``_is_variant_call``)."""
     values = [(holder, key, holder.args.get(key)) for holder, key in _value_places(node)]
     present = [v for _, _, v in values if isinstance(v, exp.Expression)]
-    if not any(v.meta.get(_UNTYPED) is not None for v in present) and not (
+    if not any(_gives_variant(v) for v in present) and not (
             _is_variant_call(node, None) and _text_beside_typed_numbers(present)):
         return
     for holder, key, value in values:
-        if isinstance(value, exp.Expression) and value.meta.get(_UNTYPED) is None:
+        if isinstance(value, exp.Expression) and not _gives_variant(value):
             holder.set(key, _variant_value(value))
+    node.meta[_VARIANT] = True if _text_target(present) else _GIVES_TEXT
 
 
 def _retarget_mixed(values: list[exp.Expression], target: str) -> None:
@@ -285,11 +298,13 @@ def _variant_elements(node: exp.Anonymous) -> None:
     if parent is not None and not (isinstance(parent, exp.Anonymous) and str(parent.this).lower() in _COUNTING):
         return
     elements = [e for e in node.expressions if not isinstance(e, exp.Null)]
-    untyped = [e.meta.get(_UNTYPED) is not None and e.meta.get(_READ_AT) is None for e in elements]
+    untyped = [bool(e.meta.get(_VARIANT)) or (e.meta.get(_UNTYPED) is not None and e.meta.get(_READ_AT) is None)
+               for e in elements]
     classes = {_value_class(e) for e, u in zip(elements, untyped, strict=True) if not u}
     if not ({STRING, NUMERIC} <= classes or _MIXED in classes or (any(untyped) and not all(untyped))):
         return
-    node.set("expressions", [e if e.meta.get(_UNTYPED) is not None and e.meta.get(_READ_AT) is None
+    node.set("expressions", [e if e.meta.get(_VARIANT) or (e.meta.get(_UNTYPED) is not None
+                                                         and e.meta.get(_READ_AT) is None)
                              else _variant_value(e) for e in node.expressions])
 
 
@@ -495,7 +510,7 @@ class _Compiler:
         target = _text_target(typed)
         if target is not None:
             _retarget_mixed(typed, target)
-        if target is None or not any(v.meta.get(_UNTYPED) is not None for v in typed):
+        if target is None or not any(_gives_variant(v) for v in typed):
             return
         for holder, key in places:
             value = holder.args.get(key)
@@ -527,10 +542,12 @@ class _Compiler:
         literal_target = _text_target(args)
         if literal_target is not None:
             _retarget_mixed(args, literal_target)
-        if any(a.meta.get(_UNTYPED) is not None for a in args) or (
+        if any(_gives_variant(a) for a in args) or (
                 _is_variant_call(node, want) and _text_beside_typed_numbers(args)):
             target = _text_target(args)
             args = [self._beside_numbers(a, target, want) for a in args]
+            if want is None:
+                node.meta[_VARIANT] = True if target else _GIVES_TEXT
         if not _is_variant_call(node, want) and _text_beside_typed_numbers(args):
             if node.parent is None and want in _NUMBER_WANTS:
                 args = [_read_as_number(a, want) for a in args]
@@ -544,6 +561,12 @@ class _Compiler:
         beside number literals is cast to their type first (``target``: ``_text_target``), as both engines give
         ``coalesce(x, 0)`` over ``'244'`` 244 and fail it over ``'2.5'``; the guard reports the cast's failure
         (``CAST`` becomes ``try_cast`` and ``CAST_INVALID_INPUT``)."""
+        if arg.meta.get(_VARIANT):  # a call made a VARIANT: its text beside the literals is cast as a field's
+            if target is None or arg.meta[_VARIANT] != _GIVES_TEXT:
+                return arg
+            value = _sql(arg)
+            return _node(f"CASE WHEN schema_of_variant({value}) IN ('STRING') THEN "
+                         f"try_cast(CAST(variant_get({value}, '$', 'string') AS {target}) AS VARIANT) ELSE {value} END")
         path = arg.meta.get(_UNTYPED)
         if path is not None:
             if target is None:
