@@ -18,7 +18,7 @@ a VARIANT), so every field reference is read with ``variant_get`` at one type, d
    ``coalesce``, ``if`` and ``CASE`` pass their own wanted type on to their values, such a field's text cast
    beside number literals to their type first, as both engines give the call one type; wanted at none, they are
    VARIANTs, their other values cast to one (``sql._Compiler._coalescing``, ``sql._Compiler._beside_numbers``,
-   ``sql._variant_branches``).
+   ``mixed_types.variant_branches``; where such a call mixes text with numbers: ``mixed_types``).
 """
 
 from __future__ import annotations

@@ -11,15 +11,47 @@ import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, TypeGuard, cast
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 
 from edgewise.engine.spark.fields import FieldTypes
+from edgewise.engine.spark.mixed_types import (
+    GIVES_TEXT,
+    MIXED,
+    NUMBER_WANTS,
+    SCALAR_WANTS,
+    VARIANT,
+    as_spark_writes_it,
+    gives_variant,
+    is_variant_call,
+    lift_mixed,
+    one_type,
+    read_as_number,
+    retarget_mixed,
+    text_as,
+    text_beside_typed_numbers,
+    text_target,
+    variant_branches,
+    variant_elements,
+    variant_value,
+)
+from edgewise.engine.spark.sqlnodes import (
+    COALESCING,
+    READ_AT,
+    UNTYPED,
+    error_if,
+    first_error,
+    is_text,
+    literal_type,
+    parsed,
+    sql_of,
+    standalone_if,
+    value_places,
+)
 from edgewise.expr.compiler import parse
 from edgewise.expr.dialect import EdgewiseSpark
-from edgewise.expr.typecheck import NUMERIC, STRING, static_type
 
 EVENT = "event"
 """The event map column (``MAP<STRING, VARIANT>``, one entry per top-level field), where a layout has one."""
@@ -97,7 +129,7 @@ def _checked_read(base: str, path: str, spark_type: str, parts: list[str]) -> st
     advice = f'; declare its type on the source (schema: "{parts[0]} {ddl}") and run again'
 
     # the check wraps the VARIANT read from, not the read: the read keeps the form the rest of the compiler
-    # recognises (``_is_text``, ``_guard``)
+    # recognises (``is_text``, ``_guard``)
     failed = f"raise_error(concat({_string(message)}, to_json({value}), {_string(advice)}))"
     checked = f"CASE WHEN {misfit} THEN CAST({failed} AS VARIANT) ELSE {base} END"
     return f"variant_get({checked}, '{path}', '{spark_type}')"
@@ -130,16 +162,6 @@ def _variant_in(base: str, path: str) -> str:
     return base if path == "$" else f"variant_get({base}, '{path}')"
 
 
-def _literal_type(node: exp.Expression) -> str | None:
-    if isinstance(node, exp.Literal):
-        return "string" if node.is_string else "double"
-    if isinstance(node, exp.Boolean):
-        return "boolean"
-    if isinstance(node, exp.Neg):
-        return _literal_type(node.this)
-    return None
-
-
 def _field_parts(node: exp.Expression, lambda_vars: frozenset[str]) -> list[str] | None:
     """The path of a field reference (``a``, ``a.b.c``), or None for anything else (lambda variables too)."""
     path = _path(node)
@@ -157,259 +179,10 @@ def _path(node: exp.Expression) -> list[str] | None:
     return None
 
 
-_COALESCING = frozenset(("coalesce", "nvl", "ifnull"))
-
-
 def _is_branch(parent: exp.Expression, key: str) -> bool:
     """``key`` of ``parent`` is a value an IF or a CASE gives (not a condition)."""
     return (isinstance(parent, exp.If) and key in ("true", "false")) or (
         isinstance(parent, exp.Case) and key in ("ifs", "default"))
-
-
-def _standalone_if(node: exp.Expression) -> TypeGuard[exp.If]:
-    """``node`` is an ``if(...)`` of its own, not one of a CASE's WHEN branches (which sqlglot also makes IFs)."""
-    return isinstance(node, exp.If) and not isinstance(node.parent, exp.Case)
-
-
-def _value_places(node: exp.If | exp.Case) -> list[tuple[exp.Expression, str]]:
-    """Where an IF's or a CASE's values are: (holder, key) of each THEN and of the ELSE (which may be empty)."""
-    ifs = (node.args.get("ifs") or []) if isinstance(node, exp.Case) else [node]
-    return [(i, "true") for i in ifs] + [(node, "default" if isinstance(node, exp.Case) else "false")]
-
-
-_SCALAR_WANTS = frozenset(("double", "bigint", "string"))
-"""The wanted types a number can be cast to: where ``coalesce``, an IF or a CASE over an untyped field is wanted
-at one of them, the field's text is cast beside number literals first (``_Compiler._beside_numbers``)."""
-
-
-def _as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
-    """``nvl2``, ``nullif`` and ``equal_null`` as Spark itself writes them (``nvl2(a, b, c)`` is ``if(a IS NOT
-    NULL, b, c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``, ``equal_null(a, b)`` is ``a <=> b``), and an IN
-    list that is not literals of one kind as SQL defines it (``x IN (a, b)`` is ``x = a OR x = b``), so their
-    values are typed and their comparisons guarded as an IF's and a comparison's: as functions, ``nullif(x, 0)``
-    over the text ``'oops'`` failed the query, not the event, ``x IN ('a', 1)`` gave the list one type and failed
-    the query on ``'oops'``, and ``equal_null(k, 'b')`` over a field no type is known for compared a VARIANT,
-    which Spark's analyser refused (found by the fuzzer's soak). None for anything else."""
-    if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
-        kinds = {_literal_type(v) for v in node.expressions}
-        if len(kinds) == 1 and None not in kinds:
-            return None  # a list of literals of one kind: Spark's one type is theirs
-        # a list mixing kinds: each comparison on its own, as SQL defines IN and as the local engine evaluates it
-        subject, (first, *rest) = node.this, node.expressions
-        either: exp.Expression = exp.EQ(this=subject.copy(), expression=first.copy())
-        for value in rest:
-            either = exp.Or(this=either, expression=exp.EQ(this=subject.copy(), expression=value.copy()))
-        return exp.Paren(this=either)
-    name = str(node.this).lower() if isinstance(node, exp.Anonymous) else None
-    if name == "equal_null" and len(node.expressions) == 2:
-        a, b = node.expressions
-        return exp.NullSafeEQ(this=a.copy(), expression=b.copy())
-    if name == "nullif" and len(node.expressions) == 2:
-        a, b = node.expressions
-        return exp.If(this=exp.EQ(this=a.copy(), expression=b.copy()), true=exp.Null(), false=a.copy())
-    if name == "nvl2" and len(node.expressions) == 3:
-        a, b, c = node.expressions
-        return exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=b.copy(),
-                      false=c.copy())
-    return None
-
-
-def _is_variant_call(node: exp.Expression, want: str | None) -> bool:
-    """Whether a ``coalesce``, IF or CASE whose values mix text with typed numbers is made a VARIANT: where it is the
-    whole expression, the value a step sets (each event's value then comes out as it is, as locally); inside
-    another expression, what uses it is lifted into its values instead (``_lift_mixed``), as a function or an
-    operator over a VARIANT is not what it is over text or a number. The whole body of ``transform``'s lambda is
-    such a value too (an element of the array it makes)."""
-    parent = node.parent
-    in_transform = isinstance(parent, exp.Lambda) and isinstance(parent.parent, exp.Transform)
-    return want is None and (parent is None or in_transform)
-
-
-_VARIANT = "edgewise_variant"
-"""Marks a ``coalesce``, IF or CASE made a VARIANT (each event's value as it is): a call it is a value of treats it
-as it treats a field no type is known for (``_gives_variant``). ``_GIVES_TEXT`` where it can give text (it has no
-number literals of its own, beside which its text was cast already)."""
-_GIVES_TEXT = "text"
-
-
-def _gives_variant(value: exp.Expression) -> bool:
-    """A value that is a VARIANT of unknown kind: a field no type is known for, or a call made a VARIANT."""
-    return value.meta.get(_UNTYPED) is not None or bool(value.meta.get(_VARIANT))
-
-
-def _variant_branches(node: exp.If | exp.Case) -> None:
-    """An IF or CASE wanted at no type (the value a step sets) whose values include a field no type is known for
-    (a VARIANT): every other value is cast to a VARIANT, as Spark gives the branches one type and refuses a
-    VARIANT beside another; each event's value then comes out as it is, as on the local engine. (Found by the
-    pipeline fuzzer's soak: ``if(c, x, 1.5)`` was refused by Spark's analyser.) So too where text meets a number
-    that is not a literal (``_text_beside_typed_numbers``) in the value a step sets (``_is_variant_call``)."""
-    values = [(holder, key, holder.args.get(key)) for holder, key in _value_places(node)]
-    present = [v for _, _, v in values if isinstance(v, exp.Expression)]
-    if not any(_gives_variant(v) for v in present) and not (
-            _is_variant_call(node, None) and _text_beside_typed_numbers(present)):
-        return
-    for holder, key, value in values:
-        if isinstance(value, exp.Expression) and not _gives_variant(value):
-            holder.set(key, _variant_value(value))
-    node.meta[_VARIANT] = True if _text_target(present) else _GIVES_TEXT
-
-
-def _retarget_mixed(values: list[exp.Expression], target: str) -> None:
-    """Values of a call with number literals (``target``: their type) that are calls mixing text with typed numbers
-    themselves (``coalesce(coalesce(s, y), 0)``): the local engine hands the outer call the inner one's text as it
-    is and casts it beside the literals, so on Spark the inner call's text is cast to the literals' type too, not
-    to its own numbers' type first (found by the pipeline fuzzer's soak: a query failed on ``'3.5'``)."""
-    for value in values:
-        if not value.meta.pop(_MIXED, False):
-            continue
-        inner = ([h.args[k] for h, k in _value_places(value) if isinstance(h.args.get(k), exp.Expression)]
-                 if isinstance(value, exp.If | exp.Case) else list(value.expressions))
-        _retarget_mixed(inner, target)
-        for v in inner:
-            if _value_class(v) == STRING:
-                v.replace(_node(f"CAST({_sql(v)} AS {target})"))
-
-
-_NUMBER_WANTS = frozenset(("double", "bigint"))
-
-
-def _read_as_number(value: exp.Expression, want: str) -> exp.Expression:
-    """A value of a call mixing text with typed numbers that is the whole expression, wanted at a number type (an
-    aggregate's argument: ``sum(if(c, x, y))``): text is cast to that type as the reader of the value casts it on
-    both engines (``sum`` over ``'2.5'`` adds 2.5), not to the numbers' type first as Spark's one type for the call
-    would (BIGINT: '2.5' failed the event on Spark only). The guard reports text that does not cast."""
-    if _value_class(value) == STRING:
-        return _node(f"CAST({_sql(value)} AS {want.upper()})")
-    return value
-
-
-_COUNTING = frozenset(("size", "cardinality"))
-
-
-def _variant_elements(node: exp.Anonymous) -> None:
-    """``array(...)`` whose elements mix text with numbers, or a field no type is known for (a VARIANT) with typed
-    values: Spark gives an array one element type and casts the other elements to it outside any try form
-    (``array(x, 1)`` failed the whole query on ``'-539.25'``), or refuses a VARIANT beside another type; the local
-    engine keeps each element as it is. Where the array is the value a step sets or what ``size`` counts, the
-    elements become VARIANTs, so each comes out as it is on Spark too; where a function reads its elements, they
-    keep Spark's one type (a function of an ``array<variant>`` would be refused) and the guard casts the text
-    (``_guard``), so a text that does not cast fails its event, not the query."""
-    parent = node.parent
-    if parent is not None and not (isinstance(parent, exp.Anonymous) and str(parent.this).lower() in _COUNTING):
-        return
-    elements = [e for e in node.expressions if not isinstance(e, exp.Null)]
-    untyped = [bool(e.meta.get(_VARIANT)) or (e.meta.get(_UNTYPED) is not None and e.meta.get(_READ_AT) is None)
-               for e in elements]
-    classes = {_value_class(e) for e, u in zip(elements, untyped, strict=True) if not u}
-    if not ({STRING, NUMERIC} <= classes or _MIXED in classes or (any(untyped) and not all(untyped))):
-        return
-    node.set("expressions", [e if e.meta.get(_VARIANT) or (e.meta.get(_UNTYPED) is not None
-                                                         and e.meta.get(_READ_AT) is None)
-                             else _variant_value(e) for e in node.expressions])
-
-
-def _variant_value(value: exp.Expression) -> exp.Expression:
-    """A value of a VARIANT call, as a VARIANT: cast to one, or where it is itself a call mixing text with numbers
-    (``_MIXED``: ``nullif(if(c, x, y), 0)``), that call made a VARIANT in turn, so Spark gives it no one type."""
-    if not value.meta.pop(_MIXED, False):
-        return _node(f"try_cast({_sql(value)} AS VARIANT)")
-    if isinstance(value, exp.If | exp.Case):
-        for holder, key in _value_places(value):
-            inner = holder.args.get(key)
-            if isinstance(inner, exp.Expression):
-                holder.set(key, _variant_value(inner))
-    else:  # coalesce
-        value.set("expressions", [_variant_value(a) for a in value.expressions])
-    return value
-
-
-def _text_beside_typed_numbers(values: list[exp.Expression]) -> bool:
-    """Values of one call (``coalesce``, IF, CASE) mixing text with a number that is not a literal (a field read at
-    a number type, arithmetic over such): Spark would cast the text to the number's type, but the local engine,
-    without static types, keeps each value as it is; wanted at no type, the call is a VARIANT instead, so each
-    event's value comes out as it is on both. (Beside number literals both engines cast: ``_text_target``.)"""
-    classes = {_value_class(v) for v in values}
-    return _text_target(values) is None and ({STRING, NUMERIC} <= classes or _MIXED in classes)
-
-
-def _value_class(node: exp.Expression) -> str | None:
-    """STRING or NUMERIC where a compiled value's form tells (a field read at a type, a cast, arithmetic, a
-    function of known result: ``typecheck.static_type``), ``_MIXED`` for a call mixing both, else None."""
-    if node.meta.get(_MIXED):
-        return _MIXED  # a call that mixes them itself
-    read_at = node.meta.get(_READ_AT)
-    if read_at is not None:
-        return STRING if read_at == "string" else NUMERIC if _number_kind(node, True) else None
-    if _is_text(node):
-        return STRING
-    if _number_kind(node, True) is not None:
-        return NUMERIC
-    values = _call_values(node)
-    if values is not None:  # a call of one class, NULLs aside
-        classes = {_value_class(v) for v in values if not isinstance(v, exp.Null)}
-        return classes.pop() if len(classes) == 1 else None
-    return static_type(node)
-
-
-def _call_values(node: exp.Expression) -> list[exp.Expression] | None:
-    """The values of a ``coalesce``/``nvl``/``ifnull``, an IF or a CASE (what it can give), else None."""
-    if isinstance(node, exp.Case) or _standalone_if(node):
-        return [v for h, k in _value_places(node) if isinstance(v := h.args.get(k), exp.Expression)]
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING:
-        return list(node.expressions)
-    return None
-
-
-_MIXED = "edgewise_mixed"
-"""Marks a ``coalesce``, IF or CASE wanted at a type whose values mix text with typed numbers (not literals):
-what uses it is lifted into its values (``_lift_mixed``)."""
-_NOT_LIFTED = (exp.If, exp.Case, exp.And, exp.Or, exp.Not, exp.Lambda, exp.AggFunc)
-
-
-def _lift_mixed(node: exp.Expression) -> exp.Expression:
-    """``f(…, if(c, a, b), …)`` as ``if(c, f(…, a, …), f(…, b, …))`` where the IF (a CASE, a ``coalesce``) mixes
-    text with numbers that are not literals (``_MIXED``). Spark would give the call the numbers' type and cast the
-    text to it before ``f`` sees it; the local engine hands ``f`` each event's value as it is, and ``f``'s own rules
-    for text then apply (``round('2.5')`` is 2.5; ``if(c, x, y) = 'oops'`` compares text with text). With ``f`` in
-    each branch, Spark applies ``f``'s rules to each value's own type too, and the guard counts only the errors of
-    the branch an event takes. Connectives, conditionals, aggregates and lambdas are not lifted through: they
-    decide what is evaluated."""
-    if isinstance(node, _NOT_LIFTED) or (isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING):
-        return node
-    if any(isinstance(a, exp.Lambda) for a in node.iter_expressions()):
-        return node
-    for key, child in node.args.items():
-        for index, c in enumerate(child if isinstance(child, list) else [child]):
-            if isinstance(c, exp.Expression) and c.meta.get(_MIXED):
-                return _lifted(node, key, index if isinstance(child, list) else None, c)
-    return node
-
-
-def _lifted(node: exp.Expression, key: str, index: int | None, mixed: exp.Expression) -> exp.Expression:
-    """``node`` with its child ``mixed`` (at ``key``, ``index``) lifted out: the conditional, each of its values
-    replaced by a copy of ``node`` holding that value."""
-
-    def holding(value: exp.Expression) -> exp.Expression:
-        copy = node.copy()
-        if index is None:
-            copy.set(key, value)
-        else:
-            values = list(copy.args[key])
-            values[index] = value
-            copy.set(key, values)
-        return _lift_mixed(copy)  # another mixed argument of the same node
-
-    if isinstance(mixed, exp.If | exp.Case):
-        lifted = mixed.copy()
-        lifted.meta.pop(_MIXED, None)
-        for holder, place in _value_places(lifted):
-            value = holder.args.get(place)
-            holder.set(place, holding(value if isinstance(value, exp.Expression) else exp.Null()))
-        return lifted
-    args = list(mixed.expressions)  # coalesce: the first value that is not NULL
-    ifs = [exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=holding(a.copy()))
-           for a in args[:-1]]
-    return exp.Case(ifs=ifs, default=holding(args[-1].copy()))
 
 
 _ELEMENT_PARAM = {"aggregate": 1, "reduce": 1}
@@ -433,31 +206,31 @@ class _Compiler:
             if path[0] in self.variant_vars and (len(path) > 1 or want):
                 var = path[0]
                 read = f"variant_get({var}, '{json_path(path[1:])}'" + (f", '{want}')" if want else ")")
-                return _node(read)
+                return parsed(read)
             return node
         if path is not None:
             self.fields.add(path[0])
             known = self.types.type_of(path)
-            read_node = _node(field_read(path, known or want, self.types))
-            read_node.meta[_READ_AT] = known or want
+            read_node = parsed(field_read(path, known or want, self.types))
+            read_node.meta[READ_AT] = known or want
             if known is None:
-                read_node.meta[_UNTYPED] = path
+                read_node.meta[UNTYPED] = path
             return read_node
         if isinstance(node, exp.Dot) and path is None:
             element = _element_path(node)
             from_element = None if element is None else self._field_of_element(*element, want, lambda_vars)
             if from_element is not None:
                 return from_element
-        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _COALESCING:
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in COALESCING:
             return self._coalescing(node, want, lambda_vars)
-        written = _as_spark_writes_it(node)
-        if written is not None:  # in its place (``_is_variant_call`` asks where it is)
+        written = as_spark_writes_it(node)
+        if written is not None:  # in its place (``is_variant_call`` asks where it is)
             return self.rewrite(node.replace(written), want, lambda_vars)
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
 
-            return _node(spark_sql(*args))
+            return parsed(spark_sql(*args))
         if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ELEMENT_PARAM and len(node.expressions) > 1:
             start = node.expressions[1]
             if isinstance(start, exp.Literal) and not start.is_string and start.this.isdigit():
@@ -483,34 +256,34 @@ class _Compiler:
                 if key == "this":
                     element_type = _element_type(r)
                 node.set(key, r)
-        if isinstance(node, exp.Case) or _standalone_if(node):
+        if isinstance(node, exp.Case) or standalone_if(node):
             self._branches_beside_numbers(node, want)
             if want is None:
-                _variant_branches(node)
-            places = [(h, k) for h, k in _value_places(node) if isinstance(h.args.get(k), exp.Expression)]
-            if not _is_variant_call(node, want) and _text_beside_typed_numbers([h.args[k] for h, k in places]):
-                if node.parent is None and want in _NUMBER_WANTS:
+                variant_branches(node)
+            places = [(h, k) for h, k in value_places(node) if isinstance(h.args.get(k), exp.Expression)]
+            if not is_variant_call(node, want) and text_beside_typed_numbers([h.args[k] for h, k in places]):
+                if node.parent is None and want in NUMBER_WANTS:
                     for holder, key in places:
-                        holder.set(key, _read_as_number(holder.args[key], want))
+                        holder.set(key, read_as_number(holder.args[key], want))
                 else:
-                    node.meta[_MIXED] = True
+                    node.meta[MIXED] = True
             return node
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "array":
-            _variant_elements(node)
-        return _lift_mixed(node)
+            variant_elements(node)
+        return lift_mixed(node)
 
     def _branches_beside_numbers(self, node: exp.If | exp.Case, want: str | None) -> None:
         """An IF's or a CASE's values where one is a field no type is known for and another a number literal:
         Spark gives the call one type, so text an event's field holds is cast to the literals' type, as over a
         STRING column and as on the local engine (``_beside_numbers``). (Found by the pipeline fuzzer's soak:
         ``try_divide(if(c, x, -1), 4)`` over ``'oops'``, ``if(c, 5, x) = -1`` over ``'297.27'``.)"""
-        places = _value_places(node)
+        places = value_places(node)
         values = [holder.args.get(key) for holder, key in places]
         typed = [v for v in values if isinstance(v, exp.Expression)]
-        target = _text_target(typed)
+        target = text_target(typed)
         if target is not None:
-            _retarget_mixed(typed, target)
-        if target is None or not any(_gives_variant(v) for v in typed):
+            retarget_mixed(typed, target)
+        if target is None or not any(gives_variant(v) for v in typed):
             return
         for holder, key in places:
             value = holder.args.get(key)
@@ -524,12 +297,12 @@ class _Compiler:
         other value it holds read at the wanted type as before."""
         if want is None:
             return self._as_variant(arg, target)
-        path = arg.meta.get(_UNTYPED)
-        if path is None or target is None or want not in _SCALAR_WANTS:
+        path = arg.meta.get(UNTYPED)
+        if path is None or target is None or want not in SCALAR_WANTS:
             return arg
         text = field_read(path, "string", self.types)
-        return _node(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
-                     f"CAST(CAST({text} AS {target}) AS {want.upper()}) ELSE {_sql(arg)} END")
+        return parsed(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
+                     f"CAST(CAST({text} AS {target}) AS {want.upper()}) ELSE {sql_of(arg)} END")
 
     def _coalescing(self, node: exp.Anonymous, want: str | None, lambda_vars: frozenset[str]) -> exp.Expression:
         """``coalesce``/``nvl``/``ifnull``: Spark gives the call one type, and refuses a VARIANT beside another
@@ -539,44 +312,44 @@ class _Compiler:
         local engine. (Found by the pipeline fuzzer's soak: ``coalesce(y.z, 0)`` over a field never seen was
         refused by Spark's analyser, an internal error for the user.)"""
         args = [self.rewrite(a, want, lambda_vars) for a in node.expressions]
-        literal_target = _text_target(args)
+        literal_target = text_target(args)
         if literal_target is not None:
-            _retarget_mixed(args, literal_target)
-        if any(_gives_variant(a) for a in args) or (
-                _is_variant_call(node, want) and _text_beside_typed_numbers(args)):
-            target = _text_target(args)
+            retarget_mixed(args, literal_target)
+        if any(gives_variant(a) for a in args) or (
+                is_variant_call(node, want) and text_beside_typed_numbers(args)):
+            target = text_target(args)
             args = [self._beside_numbers(a, target, want) for a in args]
             if want is None:
-                node.meta[_VARIANT] = True if target else _GIVES_TEXT
-        if not _is_variant_call(node, want) and _text_beside_typed_numbers(args):
-            if node.parent is None and want in _NUMBER_WANTS:
-                args = [_read_as_number(a, want) for a in args]
+                node.meta[VARIANT] = True if target else GIVES_TEXT
+        if not is_variant_call(node, want) and text_beside_typed_numbers(args):
+            if node.parent is None and want in NUMBER_WANTS:
+                args = [read_as_number(a, want) for a in args]
             else:
-                node.meta[_MIXED] = True
+                node.meta[MIXED] = True
         node.set("expressions", args)
         return node
 
     def _as_variant(self, arg: exp.Expression, target: str | None) -> exp.Expression:
         """An argument of a VARIANT ``coalesce``: the untyped field's VARIANT, anything else cast to one. Text
-        beside number literals is cast to their type first (``target``: ``_text_target``), as both engines give
+        beside number literals is cast to their type first (``target``: ``text_target``), as both engines give
         ``coalesce(x, 0)`` over ``'244'`` 244 and fail it over ``'2.5'``; the guard reports the cast's failure
         (``CAST`` becomes ``try_cast`` and ``CAST_INVALID_INPUT``)."""
-        if arg.meta.get(_VARIANT):  # a call made a VARIANT: its text beside the literals is cast as a field's
-            if target is None or arg.meta[_VARIANT] != _GIVES_TEXT:
+        if arg.meta.get(VARIANT):  # a call made a VARIANT: its text beside the literals is cast as a field's
+            if target is None or arg.meta[VARIANT] != GIVES_TEXT:
                 return arg
-            value = _sql(arg)
-            return _node(f"CASE WHEN schema_of_variant({value}) IN ('STRING') THEN "
+            value = sql_of(arg)
+            return parsed(f"CASE WHEN schema_of_variant({value}) IN ('STRING') THEN "
                          f"try_cast(CAST(variant_get({value}, '$', 'string') AS {target}) AS VARIANT) ELSE {value} END")
-        path = arg.meta.get(_UNTYPED)
+        path = arg.meta.get(UNTYPED)
         if path is not None:
             if target is None:
                 return arg
             text = field_read(path, "string", self.types)
-            return _node(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
-                         f"try_cast(CAST({text} AS {target}) AS VARIANT) ELSE {_sql(arg)} END")
-        if target is not None and _is_text(arg):
-            return _node(f"try_cast(CAST({_sql(arg)} AS {target}) AS VARIANT)")
-        return _variant_value(arg)
+            return parsed(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
+                         f"try_cast(CAST({text} AS {target}) AS VARIANT) ELSE {sql_of(arg)} END")
+        if target is not None and is_text(arg):
+            return parsed(f"try_cast(CAST({sql_of(arg)} AS {target}) AS VARIANT)")
+        return variant_value(arg)
 
     def _field_of_element(self, element: exp.Expression, parts: list[str], want: str | None,
                           lambda_vars: frozenset[str]) -> exp.Expression | None:
@@ -587,7 +360,7 @@ class _Compiler:
         array = rewritten.this if isinstance(rewritten, exp.Bracket) else rewritten.expressions[0]
         if _element_type(array) != "variant":
             return None
-        return _node(_read_at(_sql(rewritten), json_path(parts), want))
+        return parsed(_read_at(sql_of(rewritten), json_path(parts), want))
 
     def _lambda(self, parent: exp.Expression, node: exp.Lambda, element_type: str | None,
                 lambda_vars: frozenset[str]) -> exp.Expression:
@@ -621,7 +394,7 @@ class _Compiler:
         if isinstance(parent, (*_COMPARISON, exp.In, exp.Between)):
             siblings = [c for c in parent.iter_expressions() if c is not child]
             for sibling in siblings:
-                t = _literal_type(sibling)
+                t = literal_type(sibling)
                 if t is not None:
                     return t
             return "double" if isinstance(parent, (*_ORDERING, exp.Between)) else "string"
@@ -657,11 +430,6 @@ def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:
     return (current, parts) if accesses and parts else None
 
 
-_UNTYPED = "edgewise_untyped"
-"""Marks a field read whose type the data does not fix (never seen, or seen with several types): its path."""
-_READ_AT = "edgewise_read_at"
-"""Marks a field read with the Spark type it is read at (None: a VARIANT), whatever form its SQL takes (a column a
-step set is read as it is)."""
 _TEXT_RULE_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, *_COMPARISON)
 _TEXT_RULE_FUNCTIONS = frozenset(("pmod", "try_add", "try_subtract", "try_multiply", "try_divide", "try_mod"))
 
@@ -673,12 +441,12 @@ def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expressi
     with ``CAST_INVALID_INPUT``, as over a STRING column), and a number against text casts the text likewise.
     Without this the read at one type (DOUBLE for arithmetic) would take ``"2.5"`` as 2.5 on Spark only."""
     for node in reversed(list(tree.find_all(*_TEXT_RULE_OPERATORS))):  # operands before what uses them
-        untyped = {k: v.meta.get(_UNTYPED) for k, v in node.args.items() if isinstance(v, exp.Expression)}
+        untyped = {k: v.meta.get(UNTYPED) for k, v in node.args.items() if isinstance(v, exp.Expression)}
         for key, other_key in (("this", "expression"), ("expression", "this")):
             operand, other = node.args.get(key), node.args.get(other_key)
             if not isinstance(operand, exp.Expression) or not isinstance(other, exp.Expression):
                 continue
-            path = operand.meta.get(_UNTYPED)
+            path = operand.meta.get(UNTYPED)
             if path is None:
                 continue
             other_path = untyped.get(other_key)
@@ -687,7 +455,7 @@ def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expressi
                 # over two untyped fields only the events' values tell (found by the fuzzer's soak: x * x)
                 operand.replace(_mismatch_if_both_text(operand, other, path, other_path, types))
                 continue
-            if _is_text(other):
+            if is_text(other):
                 if isinstance(node, _COMPARISON):
                     compared = _compare_by_kind(node, key, path, types)
                     tree = compared if node is tree else tree
@@ -701,8 +469,8 @@ def _follow_value_kinds(tree: exp.Expression, types: FieldTypes) -> exp.Expressi
         a, b = call.expressions
         cast_function = "try_cast" if str(call.this).lower().startswith("try_") else "CAST"
         call.set("expressions", [
-            _number_by_kind(operand, other, operand.meta[_UNTYPED], types, cast_function)
-            if operand.meta.get(_UNTYPED) is not None and not _is_text(other) else operand
+            _number_by_kind(operand, other, operand.meta[UNTYPED], types, cast_function)
+            if operand.meta.get(UNTYPED) is not None and not is_text(other) else operand
             for operand, other in ((a, b), (b, a))])
     return tree
 
@@ -721,8 +489,8 @@ def _mismatch_if_both_text(read: exp.Expression, other: exp.Expression, path: li
     """The untyped field ``read`` beside the untyped field ``other``: a type mismatch where both hold text (the
     guard turns ``raise_error`` with this message into the event's DATATYPE_MISMATCH), else as ``_number_by_kind``."""
     both_text = f"{_kind(path, types)} IN ('STRING') AND {_kind(other_path, types)} IN ('STRING')"
-    by_kind = _sql(_number_by_kind(read, other, path, types))
-    return _node(f"CASE WHEN {both_text} THEN CAST(raise_error('{MISMATCH_MESSAGE}') AS DOUBLE) ELSE {by_kind} END")
+    by_kind = sql_of(_number_by_kind(read, other, path, types))
+    return parsed(f"CASE WHEN {both_text} THEN CAST(raise_error('{MISMATCH_MESSAGE}') AS DOUBLE) ELSE {by_kind} END")
 
 
 def _number_by_kind(read: exp.Expression, other: exp.Expression, path: list[str], types: FieldTypes,
@@ -730,8 +498,8 @@ def _number_by_kind(read: exp.Expression, other: exp.Expression, path: list[str]
     """The untyped field ``read`` as an operand next to the number ``other``: text cast the way Spark casts text
     next to that number's type (``try_cast`` inside the try_ functions, where text that does not cast is NULL),
     anything else read as it was."""
-    cast_text = _text_beside(field_read(path, "string", types), _sql(other), cast_function)
-    return _node(f"CASE WHEN {_kind(path, types)} IN ('STRING') THEN {cast_text} ELSE {_sql(read)} END")
+    cast_text = _text_beside(field_read(path, "string", types), sql_of(other), cast_function)
+    return parsed(f"CASE WHEN {_kind(path, types)} IN ('STRING') THEN {cast_text} ELSE {sql_of(read)} END")
 
 
 def _compare_by_kind(node: exp.Expression, key: str, path: list[str], types: FieldTypes) -> exp.Expression:
@@ -741,12 +509,12 @@ def _compare_by_kind(node: exp.Expression, key: str, path: list[str], types: Fie
 
     def compared(spark_type: str) -> str:
         value = field_read(path, spark_type, types)
-        text = f"CAST({_sql(node.args['expression' if key == 'this' else 'this'])} AS {spark_type.upper()})"
+        text = f"CAST({sql_of(node.args['expression' if key == 'this' else 'this'])} AS {spark_type.upper()})"
         return f"{value} {op} {text}" if key == "this" else f"{text} {op} {value}"
 
-    return _node(f"CASE WHEN {kind} IN ('BIGINT', 'INT', 'SMALLINT', 'TINYINT') THEN {compared('bigint')} "
+    return parsed(f"CASE WHEN {kind} IN ('BIGINT', 'INT', 'SMALLINT', 'TINYINT') THEN {compared('bigint')} "
                  f"WHEN {kind} LIKE 'DECIMAL%' OR {kind} IN ('DOUBLE', 'FLOAT') THEN {compared('double')} "
-                 f"ELSE {_sql(node)} END")
+                 f"ELSE {sql_of(node)} END")
 
 
 def _element_type(node: exp.Expression) -> str | None:
@@ -782,25 +550,6 @@ ERROR_MESSAGES = {
     "LOOKUP_KEY_MISSING": "no row in the lookup table for the event's key (missing: error)",
 }
 """On Spark, the messages of the errors a step catches (their types are Spark's error classes, as locally)."""
-
-
-def _sql(node: exp.Expression) -> str:
-    return str(node.sql(dialect="spark"))
-
-
-def _node(text: str) -> exp.Expression:
-    return cast(exp.Expression, sqlglot.parse_one(text, dialect=EdgewiseSpark))
-
-
-def _error_if(condition: str, error_class: str) -> str:
-    return f"CASE WHEN {condition} THEN '{error_class}' END"
-
-
-def _first(errors: list[str]) -> str | None:
-    errors = [e for e in errors if e]
-    if not errors:
-        return None
-    return errors[0] if len(errors) == 1 else f"coalesce({', '.join(errors)})"
 
 
 SHARE_OVER = 120
@@ -848,7 +597,7 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         return node, None
     if isinstance(node, exp.Case):
         return _guard_case(node)
-    if _standalone_if(node):
+    if standalone_if(node):
         # if(c, a, b) is CASE WHEN c THEN a ELSE b END: the error of the branch not taken does not count (it did:
         # `if(k > 3, 1 / 0, 1)` failed events with k 1 on Spark only)
         return _guard_case(exp.Case(ifs=[exp.If(this=node.this, true=node.args["true"])],
@@ -859,26 +608,26 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
         name = str(node.this).lower()
         if name == "typeof":  # only the operand's type counts: it is not evaluated, and cannot fail
             return node, None
-        if name == "raise_error" and MISMATCH_MESSAGE in _sql(node):  # see _mismatch_if_both_text
-            return _node("CAST(NULL AS DOUBLE)"), "'DATATYPE_MISMATCH'"
-        if name in _COALESCING:
+        if name == "raise_error" and MISMATCH_MESSAGE in sql_of(node):  # see _mismatch_if_both_text
+            return parsed("CAST(NULL AS DOUBLE)"), "'DATATYPE_MISMATCH'"
+        if name in COALESCING:
             return _guard_coalesce(node)
         if name == "array":  # one element type: text beside numbers is cast to it, outside any try form
             return _guard_array(node)
         if name == "variant_get" and len(node.expressions) == 3:
             variant, path, type_ = node.expressions
             v, ev = _guard(variant)
-            safe = _node(f"try_variant_get({_sql(v)}, {_sql(path)}, {_sql(type_)})")
+            safe = parsed(f"try_variant_get({sql_of(v)}, {sql_of(path)}, {sql_of(type_)})")
             # an error only where the field holds a value that does not cast: a missing field and a JSON null
             # are NULL, not errors
-            found = f"try_variant_get({_sql(v)}, {_sql(path)}, 'variant')"
+            found = f"try_variant_get({sql_of(v)}, {sql_of(path)}, 'variant')"
             # text that does not cast is Spark's (and the local engine's) CAST_INVALID_INPUT, as for a STRING
             # column; other values that do not fit the type are the VARIANT's own error
             error_class = (f"CASE WHEN schema_of_variant({found}) = 'STRING' THEN 'CAST_INVALID_INPUT' "
                            "ELSE 'INVALID_VARIANT_CAST' END")
-            own = (f"CASE WHEN {found} IS NOT NULL AND NOT is_variant_null({found}) AND {_sql(safe)} IS NULL "
+            own = (f"CASE WHEN {found} IS NOT NULL AND NOT is_variant_null({found}) AND {sql_of(safe)} IS NULL "
                    f"THEN {error_class} END")
-            return safe, _first([ev or "", own])
+            return safe, first_error([ev or "", own])
     errors: list[str] = []
     for key, child in list(node.args.items()):
         if isinstance(child, list):
@@ -897,65 +646,65 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             errors.append(e or "")
     if isinstance(node, exp.Func) and _function_name(node) in MATH_ON_DOUBLES:
         def as_double(child: exp.Expression) -> exp.Expression:
-            if not _is_text(child):
+            if not is_text(child):
                 return child
-            text = _sql(child)
-            errors.append(_error_if(f"({text}) IS NOT NULL AND try_cast({text} AS DOUBLE) IS NULL",
+            text = sql_of(child)
+            errors.append(error_if(f"({text}) IS NOT NULL AND try_cast({text} AS DOUBLE) IS NULL",
                                     "CAST_INVALID_INPUT"))
-            return _node(f"try_cast({text} AS DOUBLE)")
+            return parsed(f"try_cast({text} AS DOUBLE)")
 
         for key, child in list(node.args.items()):
             if isinstance(child, list):
                 node.set(key, [as_double(c) if isinstance(c, exp.Expression) else c for c in child])
             elif isinstance(child, exp.Expression):
                 node.set(key, as_double(child))
-        return node, _first(errors)
+        return node, first_error(errors)
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and len(node.expressions) == 2:
         # text beside a number: Spark casts it as in arithmetic (BIGINT against an integer), outside any try form
         a, b = node.expressions
         operands = []
         for text, other in ((a, b), (b, a)):
-            if _is_text(text):
-                errors.append(_text_operand_error(True, _sql(text), _sql(other)))
-                operands.append(_node(_text_beside(_sql(text), _sql(other), "try_cast")))
+            if is_text(text):
+                errors.append(_text_operand_error(True, sql_of(text), sql_of(other)))
+                operands.append(parsed(_text_beside(sql_of(text), sql_of(other), "try_cast")))
             else:
                 operands.append(text)
         node.set("expressions", operands)
-        return node, _first(errors)
+        return node, first_error(errors)
     if isinstance(node, exp.Div | exp.IntDiv | exp.Mod | exp.Add | exp.Sub | exp.Mul):
-        shared = _Shared(_sql(node.this), _sql(node.expression))
+        shared = _Shared(sql_of(node.this), sql_of(node.expression))
         a, b = shared.names
-        own_errors = [_text_operand_error(_is_text(node.this), a, b),
-                      _text_operand_error(_is_text(node.expression), b, a)]
+        own_errors = [_text_operand_error(is_text(node.this), a, b),
+                      _text_operand_error(is_text(node.expression), b, a)]
         if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
             divisor_zero = f"({b}) = 0"
             if isinstance(node, exp.Div):
                 safe_sql = f"try_divide({a}, {b})"
             else:
-                operation = _sql(type(node)(this=_node(a), expression=_node(b)))
+                operation = sql_of(type(node)(this=parsed(a), expression=parsed(b)))
                 safe_sql = f"CASE WHEN {divisor_zero} THEN NULL ELSE {operation} END"
-            own_errors.append(_error_if(divisor_zero, "DIVIDE_BY_ZERO"))
+            own_errors.append(error_if(divisor_zero, "DIVIDE_BY_ZERO"))
         else:
             fn = {exp.Add: "try_add", exp.Sub: "try_subtract", exp.Mul: "try_multiply"}[type(node)]
             safe_sql = f"{fn}({a}, {b})"
-            own_errors.append(_error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {safe_sql} IS NULL",
+            own_errors.append(error_if(f"({a}) IS NOT NULL AND ({b}) IS NOT NULL AND {safe_sql} IS NULL",
                                         "ARITHMETIC_OVERFLOW"))
-        first_own = _first(own_errors)
+        first_own = first_error(own_errors)
         if first_own:
             errors.append(shared.wrap(first_own))
-        return _node(shared.wrap(safe_sql)), _first(errors)
+        return parsed(shared.wrap(safe_sql)), first_error(errors)
     if isinstance(node, _COMPARISON):
         safe_node, own_error = _guard_text_comparison(node)
         errors.append(own_error)
-        return safe_node, _first(errors)
+        return safe_node, first_error(errors)
     if isinstance(node, exp.Cast) and not node.args.get("safe"):
-        to = _sql(node.args["to"])
-        shared = _Shared(_sql(node.this))
+        to = sql_of(node.args["to"])
+        shared = _Shared(sql_of(node.this))
         [inner] = shared.names
-        errors.append(shared.wrap(_error_if(f"({inner}) IS NOT NULL AND try_cast({inner} AS {to}) IS NULL",
+        errors.append(shared.wrap(error_if(f"({inner}) IS NOT NULL AND try_cast({inner} AS {to}) IS NULL",
                                             "CAST_INVALID_INPUT")))
-        return _node(f"try_cast({_sql(node.this)} AS {to})"), _first(errors)
-    return node, _first(errors)
+        return parsed(f"try_cast({sql_of(node.this)} AS {to})"), first_error(errors)
+    return node, first_error(errors)
 
 
 MATH_ON_DOUBLES = frozenset((
@@ -969,26 +718,12 @@ def _function_name(node: exp.Func) -> str:
     return str(node.this).lower() if isinstance(node, exp.Anonymous) else node.sql_name().lower()
 
 
-def _is_text(node: exp.Expression) -> bool:
-    """The expression is text by its form: a string literal, a field read as STRING, a cast to STRING."""
-    if node.meta.get(_READ_AT) == "string":
-        return True
-    if isinstance(node, exp.Literal):
-        return bool(node.is_string)
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
-        kind = node.expressions[2] if len(node.expressions) == 3 else None
-        return isinstance(kind, exp.Literal) and str(kind.this).lower() == "string"
-    if isinstance(node, exp.Cast):
-        return node.to.this == exp.DataType.Type.TEXT or node.to.sql().upper() in ("STRING", "VARCHAR", "TEXT")
-    return False
-
-
-def _text_operand_error(is_text: bool, text: str, other: str) -> str:
+def _text_operand_error(text_operand: bool, text: str, other: str) -> str:
     """SQL: ``CAST_INVALID_INPUT`` where the text operand ``text`` of arithmetic does not cast the way Spark casts
     it (BIGINT against an integer, DOUBLE otherwise); empty when the operand is not text by its form."""
-    if not is_text:
+    if not text_operand:
         return ""
-    return _error_if(f"({text}) IS NOT NULL AND {_text_beside(text, other, 'try_cast')} IS NULL",
+    return error_if(f"({text}) IS NOT NULL AND {_text_beside(text, other, 'try_cast')} IS NULL",
                      "CAST_INVALID_INPUT")
 
 
@@ -1009,7 +744,7 @@ def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
     against a fraction) outside any try_ form, so text that does not cast would fail the micro-batch. The guarded
     form makes that cast a ``try_cast`` and reports ``CAST_INVALID_INPUT`` for the event, as the local engine does.
     Which case applies is decided by the operands' static types (``typeof``), so only the taken branch runs."""
-    shared = _Shared(_sql(node.this), _sql(node.expression))
+    shared = _Shared(sql_of(node.this), sql_of(node.expression))
     a, b = shared.names
     op = _OPERATORS[type(node)]
 
@@ -1022,23 +757,26 @@ def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
     ]
     value = ["CASE"]
     error = ["CASE"]
-    for text, _, number_type, target in cases:
+    for text, number, number_type, target in cases:
         when = f"typeof({text}) = 'string' AND {number_type}"
         cast_text = f"try_cast({text} AS {target})"
         compared = f"{cast_text} {op} {b}" if text == a else f"{a} {op} {cast_text}"
         value.append(f"WHEN {when} THEN {compared}")
-        error.append(f"WHEN {when} AND ({text}) IS NOT NULL AND {cast_text} IS NULL THEN 'CAST_INVALID_INPUT'")
+        # a comparison with NULL is NULL before any cast, on both engines (found by the fuzzer's soak once an IN
+        # list of mixed kinds became comparisons: `x = 'oops'` with x NULL failed the event on Spark only)
+        error.append(f"WHEN {when} AND ({text}) IS NOT NULL AND ({number}) IS NOT NULL AND {cast_text} IS NULL "
+                     "THEN 'CAST_INVALID_INPUT'")
     value.append(f"ELSE {a} {op} {b} END")
     error.append("END")
-    return _node(shared.wrap(" ".join(value))), shared.wrap(" ".join(error))
+    return parsed(shared.wrap(" ".join(value))), shared.wrap(" ".join(error))
 
 
 def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
     """A CASE (an IF too): an error of a branch's value counts where that branch is taken; text among values
-    beside number literals is cast to their type, as Spark gives the CASE one type (``_text_as``)."""
+    beside number literals is cast to their type, as Spark gives the CASE one type (``text_as``)."""
     errors: list[str] = []
     taken: list[str] = []  # conditions of earlier branches: a later branch runs only when none was TRUE
-    target = _one_type([v for holder, key in _value_places(node)
+    target = one_type([v for holder, key in value_places(node)
                         if isinstance(v := holder.args.get(key), exp.Expression)])
     if node.this is not None:
         subject, e = _guard(node.this)
@@ -1047,26 +785,26 @@ def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
     ifs = []
     for branch in node.args.get("ifs") or []:
         cond, ec = _guard(branch.this)
-        value, ev = _text_as(target, *_guard(branch.args["true"]))
+        value, ev = text_as(target, *_guard(branch.args["true"]))
         branch.set("this", cond)
         branch.set("true", value)
         ifs.append(branch)
         not_before = " AND ".join(f"NOT coalesce({t}, false)" for t in taken) or "true"
         if ec:
             errors.append(f"CASE WHEN {not_before} THEN {ec} END")
-        cond_sql = _sql(cond) if node.this is None else f"({_sql(node.this)}) = ({_sql(cond)})"
+        cond_sql = sql_of(cond) if node.this is None else f"({sql_of(node.this)}) = ({sql_of(cond)})"
         if ev:
             errors.append(f"CASE WHEN {not_before} AND coalesce({cond_sql}, false) THEN {ev} END")
         taken.append(cond_sql)
     node.set("ifs", ifs)
     default = node.args.get("default")
     if default is not None:
-        d, ed = _text_as(target, *_guard(default))
+        d, ed = text_as(target, *_guard(default))
         node.set("default", d)
         if ed:
             not_before = " AND ".join(f"NOT coalesce({t}, false)" for t in taken) or "true"
             errors.append(f"CASE WHEN {not_before} THEN {ed} END")
-    return node, _first(errors)
+    return node, first_error(errors)
 
 
 def _guard_connective(node: exp.And | exp.Or) -> tuple[exp.Expression, str | None]:
@@ -1079,89 +817,18 @@ def _guard_connective(node: exp.And | exp.Or) -> tuple[exp.Expression, str | Non
     decided = "false" if isinstance(node, exp.And) else "true"
     errors = [left_error or ""]
     if right_error:
-        errors.append(f"CASE WHEN NOT coalesce(({_sql(left)}) = {decided}, false) THEN {right_error} END")
-    return node, _first(errors)
-
-
-def _number_literal(node: exp.Expression) -> str | None:
-    """The text of a number literal (``-1`` too), else None."""
-    inner = node.this if isinstance(node, exp.Neg) else node
-    if isinstance(inner, exp.Literal) and not inner.is_string:
-        return str(inner.this)
-    return None
-
-
-def _text_target(args: list[exp.Expression], *, typed: bool = False) -> str | None:
-    """The type text among ``coalesce``'s arguments (an IF's, a CASE's values) is cast to: Spark's one type for
-    the call beside numbers, DOUBLE where one is a fraction, else BIGINT; None without numbers. Numbers are the
-    literals, and with ``typed`` also values read or cast at a number type: the guard casts text beside those
-    too, as Spark would outside any try form (``coalesce(x, y)`` with a STRING ``x`` and a BIGINT ``y`` failed
-    the query on ``'oops'``), but the local engine, without static types, keeps such text as it is."""
-    kinds = [k for k in (_number_kind(a, typed) for a in args) if k is not None]
-    return None if not kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
-
-
-def _one_type(values: list[exp.Expression]) -> str | None:
-    """The type the guard casts text among a call's values to: the number literals' where there are any (as the
-    local engine casts), else the typed numbers' (as Spark would, outside any try form)."""
-    return _text_target(values) or _text_target(values, typed=True)
-
-
-_INTEGRAL_TYPES = frozenset(("bigint", "int", "smallint", "tinyint"))
-
-
-def _number_kind(node: exp.Expression, typed: bool) -> str | None:
-    """BIGINT or DOUBLE where ``node`` is a number literal (or, ``typed``, a value read or cast at a number
-    type), else None."""
-    literal = _number_literal(node)
-    if literal is not None:
-        return "DOUBLE" if set(literal) & set(".eE") else "BIGINT"
-    if not typed:
-        return None
-    if isinstance(node, exp.Paren | exp.Neg):
-        return _number_kind(node.this, typed)
-    if isinstance(node, exp.Div):
-        return "DOUBLE"
-    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod | exp.IntDiv):
-        kinds = {_number_kind(node.this, typed), _number_kind(node.expression, typed)}
-        return None if None in kinds else "BIGINT" if isinstance(node, exp.IntDiv) or kinds == {"BIGINT"} else "DOUBLE"
-    values = _call_values(node)
-    if values is not None:  # Spark's one type for a call of numbers, NULLs and text (cast to it) aside
-        kinds = {_number_kind(v, typed) for v in values
-                 if not isinstance(v, exp.Null) and _value_class(v) not in (STRING, _MIXED)}
-        return None if not kinds or None in kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
-    spark_type = node.meta.get(_READ_AT)
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
-        kind = node.expressions[2] if len(node.expressions) == 3 else None
-        spark_type = str(kind.this).lower() if isinstance(kind, exp.Literal) else None
-    elif isinstance(node, exp.Cast):
-        spark_type = node.to.sql(dialect="spark").lower()
-    if spark_type is None:
-        return None
-    if spark_type in _INTEGRAL_TYPES:
-        return "BIGINT"
-    return "DOUBLE" if spark_type in ("double", "float") or spark_type.startswith("decimal") else None
-
-
-def _text_as(target: str | None, guarded: exp.Expression, error: str | None) -> tuple[exp.Expression, str | None]:
-    """A guarded value of a call Spark gives one type (``coalesce``, ``if``, CASE) beside numbers of type
-    ``target`` (``_one_type``): where it is text by its form, cast to that type, which Spark does outside any try
-    form; the guarded form casts with try_cast and reports the failure as the value's CAST_INVALID_INPUT."""
-    if target is None or not _is_text(guarded):
-        return guarded, error
-    text = _sql(guarded)
-    cast_error = _error_if(f"({text}) IS NOT NULL AND try_cast({text} AS {target}) IS NULL", "CAST_INVALID_INPUT")
-    return _node(f"try_cast({text} AS {target})"), _first([error or "", cast_error])
+        errors.append(f"CASE WHEN NOT coalesce(({sql_of(left)}) = {decided}, false) THEN {right_error} END")
+    return node, first_error(errors)
 
 
 def _guard_array(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
     """``array(...)``: Spark gives the elements one type, casting text beside numbers to it outside any try form;
-    the guarded form casts with try_cast and reports CAST_INVALID_INPUT (``_text_as``), an event's error, not the
+    the guarded form casts with try_cast and reports CAST_INVALID_INPUT (``text_as``), an event's error, not the
     query's."""
-    target = _one_type(node.expressions)
-    guarded = [_text_as(target, *_guard(element)) for element in node.expressions]
+    target = one_type(node.expressions)
+    guarded = [text_as(target, *_guard(element)) for element in node.expressions]
     node.set("expressions", [g for g, _ in guarded])
-    return node, _first([e or "" for _, e in guarded])
+    return node, first_error([e or "" for _, e in guarded])
 
 
 def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
@@ -1171,16 +838,16 @@ def _guard_coalesce(node: exp.Anonymous) -> tuple[exp.Expression, str | None]:
     errors: list[str] = []
     args = []
     earlier: list[str] = []
-    target = _one_type(node.expressions)
+    target = one_type(node.expressions)
     for arg in node.expressions:
-        g, e = _text_as(target, *_guard(arg))
+        g, e = text_as(target, *_guard(arg))
         args.append(g)
         if e:
             null_before = " AND ".join(f"({x}) IS NULL" for x in earlier) or "true"
             errors.append(f"CASE WHEN {null_before} THEN {e} END")
-        earlier.append(_sql(g))
+        earlier.append(sql_of(g))
     node.set("expressions", args)
-    return node, _first(errors)
+    return node, first_error(errors)
 
 
 def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None) -> tuple[str, str | None]:
@@ -1188,7 +855,7 @@ def to_guarded_sql(text: str, types: FieldTypes, *, want: str | None = None) -> 
     Spark error class of an event's first failure (NULL when there is none; None when nothing can fail)."""
     with _deep_recursion():
         safe, error = _guard(_Compiler(types).compile(parse(text), want))
-        return _sql(safe), error
+        return sql_of(safe), error
 
 
 @contextmanager

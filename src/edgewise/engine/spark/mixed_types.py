@@ -1,0 +1,339 @@
+"""Text beside numbers on Spark: where ``coalesce``, ``if``, CASE, ``array(...)`` and IN lists mix them.
+
+Spark gives such a call one type and casts the text to it outside any try form, so one text value that does not
+cast failed the whole query, and text that does cast came out as a number where the local engine keeps it as it is.
+The local engine casts text beside number literals as Spark does (``expr/functions/conditional.py``); for the rest,
+the compiler (``sql.py``) uses these rules so each event's value meets what uses it as it does locally:
+
+* a call over a field no type is known for, or mixing text with typed numbers, is a VARIANT where it is the value a
+  step sets (``variant_branches``, ``variant_elements``; ``is_variant_call``);
+* what uses such a call inside an expression is moved into its values (``lift_mixed``);
+* an aggregate's argument casts the text to the number it reads (``read_as_number``);
+* a call that is a value of another with number literals takes their type (``retarget_mixed``);
+* ``nullif``, ``nvl2``, ``equal_null`` and IN lists of mixed kinds are written as Spark defines them
+  (``as_spark_writes_it``), so their comparisons are guarded;
+* where none applies, the guard makes Spark's cast itself (``text_as``): the event fails, not the query.
+
+docs/spark.md, "Implicit casts of mixed types", says what agrees and what still differs.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from edgewise.engine.spark.sqlnodes import (
+    COALESCING,
+    READ_AT,
+    UNTYPED,
+    error_if,
+    first_error,
+    is_text,
+    literal_type,
+    number_literal,
+    parsed,
+    sql_of,
+    standalone_if,
+    value_places,
+)
+from edgewise.expr.typecheck import NUMERIC, STRING, static_type
+
+SCALAR_WANTS = frozenset(("double", "bigint", "string"))
+"""The wanted types a number can be cast to: where ``coalesce``, an IF or a CASE over an untyped field is wanted
+at one of them, the field's text is cast beside number literals first (``_Compiler._beside_numbers``)."""
+
+
+def as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
+    """``nvl2``, ``nullif`` and ``equal_null`` as Spark itself writes them (``nvl2(a, b, c)`` is ``if(a IS NOT
+    NULL, b, c)``, ``nullif(a, b)`` is ``if(a = b, NULL, a)``, ``equal_null(a, b)`` is ``a <=> b``), and an IN
+    list that is not literals of one kind as SQL defines it (``x IN (a, b)`` is ``x = a OR x = b``), so their
+    values are typed and their comparisons guarded as an IF's and a comparison's: as functions, ``nullif(x, 0)``
+    over the text ``'oops'`` failed the query, not the event, ``x IN ('a', 1)`` gave the list one type and failed
+    the query on ``'oops'``, and ``equal_null(k, 'b')`` over a field no type is known for compared a VARIANT,
+    which Spark's analyser refused (found by the fuzzer's soak). None for anything else."""
+    if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
+        kinds = {literal_type(v) for v in node.expressions}
+        if len(kinds) == 1 and None not in kinds:
+            return None  # a list of literals of one kind: Spark's one type is theirs
+        # a list mixing kinds: each comparison on its own, as SQL defines IN and as the local engine evaluates it
+        subject, (first, *rest) = node.this, node.expressions
+        either: exp.Expression = exp.EQ(this=subject.copy(), expression=first.copy())
+        for value in rest:
+            either = exp.Or(this=either, expression=exp.EQ(this=subject.copy(), expression=value.copy()))
+        return exp.Paren(this=either)
+    name = str(node.this).lower() if isinstance(node, exp.Anonymous) else None
+    if name == "equal_null" and len(node.expressions) == 2:
+        a, b = node.expressions
+        return exp.NullSafeEQ(this=a.copy(), expression=b.copy())
+    if name == "nullif" and len(node.expressions) == 2:
+        a, b = node.expressions
+        return exp.If(this=exp.EQ(this=a.copy(), expression=b.copy()), true=exp.Null(), false=a.copy())
+    if name == "nvl2" and len(node.expressions) == 3:
+        a, b, c = node.expressions
+        return exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=b.copy(),
+                      false=c.copy())
+    return None
+
+
+def is_variant_call(node: exp.Expression, want: str | None) -> bool:
+    """Whether a ``coalesce``, IF or CASE whose values mix text with typed numbers is made a VARIANT: where it is the
+    whole expression, the value a step sets (each event's value then comes out as it is, as locally); inside
+    another expression, what uses it is lifted into its values instead (``lift_mixed``), as a function or an
+    operator over a VARIANT is not what it is over text or a number. The whole body of ``transform``'s lambda is
+    such a value too (an element of the array it makes)."""
+    parent = node.parent
+    in_transform = isinstance(parent, exp.Lambda) and isinstance(parent.parent, exp.Transform)
+    return want is None and (parent is None or in_transform)
+
+
+VARIANT = "edgewise_variant"
+"""Marks a ``coalesce``, IF or CASE made a VARIANT (each event's value as it is): a call it is a value of treats it
+as it treats a field no type is known for (``gives_variant``). ``GIVES_TEXT`` where it can give text (it has no
+number literals of its own, beside which its text was cast already)."""
+
+
+GIVES_TEXT = "text"
+
+
+def gives_variant(value: exp.Expression) -> bool:
+    """A value that is a VARIANT of unknown kind: a field no type is known for, or a call made a VARIANT."""
+    return value.meta.get(UNTYPED) is not None or bool(value.meta.get(VARIANT))
+
+
+def variant_branches(node: exp.If | exp.Case) -> None:
+    """An IF or CASE wanted at no type (the value a step sets) whose values include a field no type is known for
+    (a VARIANT): every other value is cast to a VARIANT, as Spark gives the branches one type and refuses a
+    VARIANT beside another; each event's value then comes out as it is, as on the local engine. (Found by the
+    pipeline fuzzer's soak: ``if(c, x, 1.5)`` was refused by Spark's analyser.) So too where text meets a number
+    that is not a literal (``text_beside_typed_numbers``) in the value a step sets (``is_variant_call``)."""
+    values = [(holder, key, holder.args.get(key)) for holder, key in value_places(node)]
+    present = [v for _, _, v in values if isinstance(v, exp.Expression)]
+    if not any(gives_variant(v) for v in present) and not (
+            is_variant_call(node, None) and text_beside_typed_numbers(present)):
+        return
+    for holder, key, value in values:
+        if isinstance(value, exp.Expression) and not gives_variant(value):
+            holder.set(key, variant_value(value))
+    node.meta[VARIANT] = True if text_target(present) else GIVES_TEXT
+
+
+def retarget_mixed(values: list[exp.Expression], target: str) -> None:
+    """Values of a call with number literals (``target``: their type) that are calls mixing text with typed numbers
+    themselves (``coalesce(coalesce(s, y), 0)``): the local engine hands the outer call the inner one's text as it
+    is and casts it beside the literals, so on Spark the inner call's text is cast to the literals' type too, not
+    to its own numbers' type first (found by the pipeline fuzzer's soak: a query failed on ``'3.5'``)."""
+    for value in values:
+        if not value.meta.pop(MIXED, False):
+            continue
+        inner = ([h.args[k] for h, k in value_places(value) if isinstance(h.args.get(k), exp.Expression)]
+                 if isinstance(value, exp.If | exp.Case) else list(value.expressions))
+        retarget_mixed(inner, target)
+        for v in inner:
+            if _value_class(v) == STRING:
+                v.replace(parsed(f"CAST({sql_of(v)} AS {target})"))
+
+
+NUMBER_WANTS = frozenset(("double", "bigint"))
+
+
+def read_as_number(value: exp.Expression, want: str) -> exp.Expression:
+    """A value of a call mixing text with typed numbers that is the whole expression, wanted at a number type (an
+    aggregate's argument: ``sum(if(c, x, y))``): text is cast to that type as the reader of the value casts it on
+    both engines (``sum`` over ``'2.5'`` adds 2.5), not to the numbers' type first as Spark's one type for the call
+    would (BIGINT: '2.5' failed the event on Spark only). The guard reports text that does not cast."""
+    if _value_class(value) == STRING:
+        return parsed(f"CAST({sql_of(value)} AS {want.upper()})")
+    return value
+
+
+_COUNTING = frozenset(("size", "cardinality"))
+
+
+def variant_elements(node: exp.Anonymous) -> None:
+    """``array(...)`` whose elements mix text with numbers, or a field no type is known for (a VARIANT) with typed
+    values: Spark gives an array one element type and casts the other elements to it outside any try form
+    (``array(x, 1)`` failed the whole query on ``'-539.25'``), or refuses a VARIANT beside another type; the local
+    engine keeps each element as it is. Where the array is the value a step sets or what ``size`` counts, the
+    elements become VARIANTs, so each comes out as it is on Spark too; where a function reads its elements, they
+    keep Spark's one type (a function of an ``array<variant>`` would be refused) and the guard casts the text
+    (``sql._guard``), so a text that does not cast fails its event, not the query."""
+    parent = node.parent
+    if parent is not None and not (isinstance(parent, exp.Anonymous) and str(parent.this).lower() in _COUNTING):
+        return
+    elements = [e for e in node.expressions if not isinstance(e, exp.Null)]
+    untyped = [bool(e.meta.get(VARIANT)) or (e.meta.get(UNTYPED) is not None and e.meta.get(READ_AT) is None)
+               for e in elements]
+    classes = {_value_class(e) for e, u in zip(elements, untyped, strict=True) if not u}
+    if not ({STRING, NUMERIC} <= classes or MIXED in classes or (any(untyped) and not all(untyped))):
+        return
+    node.set("expressions", [e if e.meta.get(VARIANT) or (e.meta.get(UNTYPED) is not None
+                                                         and e.meta.get(READ_AT) is None)
+                             else variant_value(e) for e in node.expressions])
+
+
+def variant_value(value: exp.Expression) -> exp.Expression:
+    """A value of a VARIANT call, as a VARIANT: cast to one, or where it is itself a call mixing text with numbers
+    (``MIXED``: ``nullif(if(c, x, y), 0)``), that call made a VARIANT in turn, so Spark gives it no one type."""
+    if not value.meta.pop(MIXED, False):
+        return parsed(f"try_cast({sql_of(value)} AS VARIANT)")
+    if isinstance(value, exp.If | exp.Case):
+        for holder, key in value_places(value):
+            inner = holder.args.get(key)
+            if isinstance(inner, exp.Expression):
+                holder.set(key, variant_value(inner))
+    else:  # coalesce
+        value.set("expressions", [variant_value(a) for a in value.expressions])
+    return value
+
+
+def text_beside_typed_numbers(values: list[exp.Expression]) -> bool:
+    """Values of one call (``coalesce``, IF, CASE) mixing text with a number that is not a literal (a field read at
+    a number type, arithmetic over such): Spark would cast the text to the number's type, but the local engine,
+    without static types, keeps each value as it is; wanted at no type, the call is a VARIANT instead, so each
+    event's value comes out as it is on both. (Beside number literals both engines cast: ``text_target``.)"""
+    classes = {_value_class(v) for v in values}
+    return text_target(values) is None and ({STRING, NUMERIC} <= classes or MIXED in classes)
+
+
+def _value_class(node: exp.Expression) -> str | None:
+    """STRING or NUMERIC where a compiled value's form tells (a field read at a type, a cast, arithmetic, a
+    function of known result: ``typecheck.static_type``), ``MIXED`` for a call mixing both, else None."""
+    if node.meta.get(MIXED):
+        return MIXED  # a call that mixes them itself
+    read_at = node.meta.get(READ_AT)
+    if read_at is not None:
+        return STRING if read_at == "string" else NUMERIC if _number_kind(node, True) else None
+    if is_text(node):
+        return STRING
+    if _number_kind(node, True) is not None:
+        return NUMERIC
+    values = _call_values(node)
+    if values is not None:  # a call of one class, NULLs aside
+        classes = {_value_class(v) for v in values if not isinstance(v, exp.Null)}
+        return classes.pop() if len(classes) == 1 else None
+    return static_type(node)
+
+
+def _call_values(node: exp.Expression) -> list[exp.Expression] | None:
+    """The values of a ``coalesce``/``nvl``/``ifnull``, an IF or a CASE (what it can give), else None."""
+    if isinstance(node, exp.Case) or standalone_if(node):
+        return [v for h, k in value_places(node) if isinstance(v := h.args.get(k), exp.Expression)]
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in COALESCING:
+        return list(node.expressions)
+    return None
+
+
+MIXED = "edgewise_mixed"
+"""Marks a ``coalesce``, IF or CASE wanted at a type whose values mix text with typed numbers (not literals):
+what uses it is lifted into its values (``lift_mixed``)."""
+
+
+_NOT_LIFTED = (exp.If, exp.Case, exp.And, exp.Or, exp.Not, exp.Lambda, exp.AggFunc)
+
+
+def lift_mixed(node: exp.Expression) -> exp.Expression:
+    """``f(…, if(c, a, b), …)`` as ``if(c, f(…, a, …), f(…, b, …))`` where the IF (a CASE, a ``coalesce``) mixes
+    text with numbers that are not literals (``MIXED``). Spark would give the call the numbers' type and cast the
+    text to it before ``f`` sees it; the local engine hands ``f`` each event's value as it is, and ``f``'s own rules
+    for text then apply (``round('2.5')`` is 2.5; ``if(c, x, y) = 'oops'`` compares text with text). With ``f`` in
+    each branch, Spark applies ``f``'s rules to each value's own type too, and the guard counts only the errors of
+    the branch an event takes. Connectives, conditionals, aggregates and lambdas are not lifted through: they
+    decide what is evaluated."""
+    if isinstance(node, _NOT_LIFTED) or (isinstance(node, exp.Anonymous) and str(node.this).lower() in COALESCING):
+        return node
+    if any(isinstance(a, exp.Lambda) for a in node.iter_expressions()):
+        return node
+    for key, child in node.args.items():
+        for index, c in enumerate(child if isinstance(child, list) else [child]):
+            if isinstance(c, exp.Expression) and c.meta.get(MIXED):
+                return _lifted(node, key, index if isinstance(child, list) else None, c)
+    return node
+
+
+def _lifted(node: exp.Expression, key: str, index: int | None, mixed: exp.Expression) -> exp.Expression:
+    """``node`` with its child ``mixed`` (at ``key``, ``index``) lifted out: the conditional, each of its values
+    replaced by a copy of ``node`` holding that value."""
+
+    def holding(value: exp.Expression) -> exp.Expression:
+        copy = node.copy()
+        if index is None:
+            copy.set(key, value)
+        else:
+            values = list(copy.args[key])
+            values[index] = value
+            copy.set(key, values)
+        return lift_mixed(copy)  # another mixed argument of the same node
+
+    if isinstance(mixed, exp.If | exp.Case):
+        lifted = mixed.copy()
+        lifted.meta.pop(MIXED, None)
+        for holder, place in value_places(lifted):
+            value = holder.args.get(place)
+            holder.set(place, holding(value if isinstance(value, exp.Expression) else exp.Null()))
+        return lifted
+    args = list(mixed.expressions)  # coalesce: the first value that is not NULL
+    ifs = [exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=holding(a.copy()))
+           for a in args[:-1]]
+    return exp.Case(ifs=ifs, default=holding(args[-1].copy()))
+
+
+def text_target(args: list[exp.Expression], *, typed: bool = False) -> str | None:
+    """The type text among ``coalesce``'s arguments (an IF's, a CASE's values) is cast to: Spark's one type for
+    the call beside numbers, DOUBLE where one is a fraction, else BIGINT; None without numbers. Numbers are the
+    literals, and with ``typed`` also values read or cast at a number type: the guard casts text beside those
+    too, as Spark would outside any try form (``coalesce(x, y)`` with a STRING ``x`` and a BIGINT ``y`` failed
+    the query on ``'oops'``), but the local engine, without static types, keeps such text as it is."""
+    kinds = [k for k in (_number_kind(a, typed) for a in args) if k is not None]
+    return None if not kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
+
+
+def one_type(values: list[exp.Expression]) -> str | None:
+    """The type the guard casts text among a call's values to: the number literals' where there are any (as the
+    local engine casts), else the typed numbers' (as Spark would, outside any try form)."""
+    return text_target(values) or text_target(values, typed=True)
+
+
+_INTEGRAL_TYPES = frozenset(("bigint", "int", "smallint", "tinyint"))
+
+
+def _number_kind(node: exp.Expression, typed: bool) -> str | None:
+    """BIGINT or DOUBLE where ``node`` is a number literal (or, ``typed``, a value read or cast at a number
+    type), else None."""
+    literal = number_literal(node)
+    if literal is not None:
+        return "DOUBLE" if set(literal) & set(".eE") else "BIGINT"
+    if not typed:
+        return None
+    if isinstance(node, exp.Paren | exp.Neg):
+        return _number_kind(node.this, typed)
+    if isinstance(node, exp.Div):
+        return "DOUBLE"
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod | exp.IntDiv):
+        kinds = {_number_kind(node.this, typed), _number_kind(node.expression, typed)}
+        return None if None in kinds else "BIGINT" if isinstance(node, exp.IntDiv) or kinds == {"BIGINT"} else "DOUBLE"
+    values = _call_values(node)
+    if values is not None:  # Spark's one type for a call of numbers, NULLs and text (cast to it) aside
+        kinds = {_number_kind(v, typed) for v in values
+                 if not isinstance(v, exp.Null) and _value_class(v) not in (STRING, MIXED)}
+        return None if not kinds or None in kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
+    spark_type = node.meta.get(READ_AT)
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
+        kind = node.expressions[2] if len(node.expressions) == 3 else None
+        spark_type = str(kind.this).lower() if isinstance(kind, exp.Literal) else None
+    elif isinstance(node, exp.Cast):
+        spark_type = node.to.sql(dialect="spark").lower()
+    if spark_type is None:
+        return None
+    if spark_type in _INTEGRAL_TYPES:
+        return "BIGINT"
+    return "DOUBLE" if spark_type in ("double", "float") or spark_type.startswith("decimal") else None
+
+
+def text_as(target: str | None, guarded: exp.Expression, error: str | None) -> tuple[exp.Expression, str | None]:
+    """A guarded value of a call Spark gives one type (``coalesce``, ``if``, CASE) beside numbers of type
+    ``target`` (``one_type``): where it is text by its form, cast to that type, which Spark does outside any try
+    form; the guarded form casts with try_cast and reports the failure as the value's CAST_INVALID_INPUT."""
+    if target is None or not is_text(guarded):
+        return guarded, error
+    text = sql_of(guarded)
+    cast_error = error_if(f"({text}) IS NOT NULL AND try_cast({text} AS {target}) IS NULL", "CAST_INVALID_INPUT")
+    return parsed(f"try_cast({text} AS {target})"), first_error([error or "", cast_error])
