@@ -29,6 +29,16 @@ def _arithmetic_in_conditions(depth: int) -> str:
     return e
 
 
+def _mixed_calls(depth: int) -> str:
+    """The forms the compiler rewrites by repeating an operand (``engine/spark/mixed_types.py``): nullif, IN lists
+    of mixed kinds, uses of calls mixing text with numbers (moved into their values)."""
+    e = "x"
+    for i in range(depth):
+        e = (f"nullif({e}, {i})" if i % 3 == 0 else f"if({e} IN ('a', {i}), s, y.z)" if i % 3 == 1 else
+             f"round(coalesce(s, {e}), 1)")
+    return e
+
+
 @pytest.mark.parametrize("nested", [_conditionals, _arithmetic_in_conditions])
 def test_guarded_sql_grows_slowly_with_nesting(nested: Callable[[int], str]) -> None:
     sizes = []
@@ -40,3 +50,12 @@ def test_guarded_sql_grows_slowly_with_nesting(nested: Callable[[int], str]) -> 
     # arithmetic over a field of unknown type casts its text by the other operand's type, `typeof(<other>)`,
     # which writes the other operand (the nested expression) a second time
     assert value_6 < 100 * value_1 and error_6 < 100 * error_1, sizes
+
+
+def test_rewrites_that_repeat_an_operand_stop_repeating_long_ones() -> None:
+    """Nine levels of `_mixed_calls`: with the caps (``mixed_types.REPEATED_AT_MOST``, ``LIFTED_REPEATS_AT_MOST``)
+    the value grows about 7-fold and the error column 28-fold; each rewrite repeating its operand whatever its
+    length grew them 63- and 315-fold."""
+    (value_1, error_1), (value_9, error_9) = [
+        (len(v), len(e or "")) for v, e in (to_guarded_sql(_mixed_calls(d), FieldTypes()) for d in (1, 9))]
+    assert value_9 < 15 * value_1 and error_9 < 60 * error_1, (value_1, error_1, value_9, error_9)

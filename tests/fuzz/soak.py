@@ -29,7 +29,7 @@ from tests.fuzz.generate import Case, batch_cases, cases
 from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
 
 ORACLES = ("crash", "batch", "spark")
-SPARK_EXAMPLES_PER_SESSION = 60
+SPARK_EXAMPLES_PER_SESSION = 40
 """Spark examples run in one session before the soak starts a fresh one."""
 
 

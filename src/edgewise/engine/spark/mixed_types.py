@@ -52,7 +52,7 @@ def as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
     which Spark's analyser refused (found by the fuzzer's soak). None for anything else."""
     if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
         kinds = {literal_type(v) for v in node.expressions}
-        if len(kinds) == 1 and None not in kinds:
+        if (len(kinds) == 1 and None not in kinds) or not _short(node.this):
             return None  # a list of literals of one kind: Spark's one type is theirs
         # a list mixing kinds: each comparison on its own, as SQL defines IN and as the local engine evaluates it
         subject, (first, *rest) = node.this, node.expressions
@@ -64,7 +64,7 @@ def as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
     if name == "equal_null" and len(node.expressions) == 2:
         a, b = node.expressions
         return exp.NullSafeEQ(this=a.copy(), expression=b.copy())
-    if name == "nullif" and len(node.expressions) == 2:
+    if name == "nullif" and len(node.expressions) == 2 and _short(node.expressions[0]):
         a, b = node.expressions
         return exp.If(this=exp.EQ(this=a.copy(), expression=b.copy()), true=exp.Null(), false=a.copy())
     if name == "nvl2" and len(node.expressions) == 3:
@@ -72,6 +72,16 @@ def as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
         return exp.If(this=exp.Not(this=exp.Is(this=a.copy(), expression=exp.Null())), true=b.copy(),
                       false=c.copy())
     return None
+
+
+REPEATED_AT_MOST = 60
+"""How long (as written) an operand that a rewrite repeats may be: ``nullif(a, b)`` repeats ``a``, an IN list its
+subject, a lifted use its other operands. Nested, each repetition doubles the SQL, which once ran Spark's driver out
+of heap (tests/expr/test_guard_size.py); a longer operand keeps Spark's own form, whose cast the guard makes."""
+
+
+def _short(operand: exp.Expression) -> bool:
+    return len(operand.sql(dialect="spark")) <= REPEATED_AT_MOST
 
 
 def is_variant_call(node: exp.Expression, want: str | None) -> bool:
@@ -244,9 +254,28 @@ def lift_mixed(node: exp.Expression) -> exp.Expression:
         return node
     for key, child in node.args.items():
         for index, c in enumerate(child if isinstance(child, list) else [child]):
-            if isinstance(c, exp.Expression) and c.meta.get(MIXED):
+            if isinstance(c, exp.Expression) and c.meta.get(MIXED) and _repeats_little(node, c):
                 return _lifted(node, key, index if isinstance(child, list) else None, c)
     return node
+
+
+LIFTED_REPEATS_AT_MOST = 600
+"""How much compiled SQL a lift may repeat once per value of the lifted call (``REPEATED_AT_MOST``): ``node``'s
+other operands, and a ``coalesce``'s values (each is tested, then used)."""
+
+
+def _repeats_little(node: exp.Expression, mixed: exp.Expression) -> bool:
+    repeated = _weight(node) - _weight(mixed)
+    if not isinstance(mixed, exp.If | exp.Case):
+        repeated += _weight(mixed)
+    return repeated <= LIFTED_REPEATS_AT_MOST
+
+
+def _weight(node: exp.Expression) -> int:
+    """The length of ``node``'s SQL, each field read counted as a few characters: a read is long as written (a
+    checked read of a sampled type is a CASE with its error message) but Spark evaluates a repeated one once."""
+    reads = [n for n in node.walk() if isinstance(n, exp.Expression) and READ_AT in n.meta]
+    return len(sql_of(node)) - sum(len(sql_of(read)) - 8 for read in reads)
 
 
 def _lifted(node: exp.Expression, key: str, index: int | None, mixed: exp.Expression) -> exp.Expression:
@@ -288,8 +317,13 @@ def text_target(args: list[exp.Expression], *, typed: bool = False) -> str | Non
 
 def one_type(values: list[exp.Expression]) -> str | None:
     """The type the guard casts text among a call's values to: the number literals' where there are any (as the
-    local engine casts), else the typed numbers' (as Spark would, outside any try form)."""
-    return text_target(values) or text_target(values, typed=True)
+    local engine casts), else the typed numbers' (as Spark would, outside any try form), else DOUBLE beside a
+    number whose exact type the form does not tell (``length(s)``): so Spark's own cast, which would fail the
+    query, never runs on text (found by the fuzzer's soak: ``coalesce(s, length(s))`` over 'ÄÖ')."""
+    found = text_target(values) or text_target(values, typed=True)
+    if found is None and any(_value_class(v) == NUMERIC for v in values):
+        return "DOUBLE"
+    return found
 
 
 _INTEGRAL_TYPES = frozenset(("bigint", "int", "smallint", "tinyint"))
