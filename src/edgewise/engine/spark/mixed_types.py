@@ -19,6 +19,8 @@ docs/spark.md, "Implicit casts of mixed types", says what agrees and what still 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 from sqlglot import exp
 
 from edgewise.engine.spark.sqlnodes import (
@@ -53,7 +55,7 @@ def as_spark_writes_it(node: exp.Expression) -> exp.Expression | None:
     if isinstance(node, exp.In) and node.expressions and not node.args.get("query"):
         kinds = {literal_type(v) for v in node.expressions}
         if (len(kinds) == 1 and None not in kinds) or not _short(node.this):
-            return None  # a list of literals of one kind: Spark's one type is theirs
+            return None  # literals of one kind (Spark's one type is theirs), or a subject too long to repeat
         # a list mixing kinds: each comparison on its own, as SQL defines IN and as the local engine evaluates it
         subject, (first, *rest) = node.this, node.expressions
         either: exp.Expression = exp.EQ(this=subject.copy(), expression=first.copy())
@@ -115,14 +117,11 @@ def variant_branches(node: exp.If | exp.Case) -> None:
     VARIANT beside another; each event's value then comes out as it is, as on the local engine. (Found by the
     pipeline fuzzer's soak: ``if(c, x, 1.5)`` was refused by Spark's analyser.) So too where text meets a number
     that is not a literal (``text_beside_typed_numbers``) in the value a step sets (``is_variant_call``)."""
-    values = [(holder, key, holder.args.get(key)) for holder, key in value_places(node)]
-    present = [v for _, _, v in values if isinstance(v, exp.Expression)]
+    present = call_values(node)
     if not any(gives_variant(v) for v in present) and not (
             is_variant_call(node, None) and text_beside_typed_numbers(present)):
         return
-    for holder, key, value in values:
-        if isinstance(value, exp.Expression) and not gives_variant(value):
-            holder.set(key, variant_value(value))
+    map_values(node, lambda value: value if gives_variant(value) else variant_value(value))
     node.meta[VARIANT] = True if text_target(present) else GIVES_TEXT
 
 
@@ -134,8 +133,7 @@ def retarget_mixed(values: list[exp.Expression], target: str) -> None:
     for value in values:
         if not value.meta.pop(MIXED, False):
             continue
-        inner = ([h.args[k] for h, k in value_places(value) if isinstance(h.args.get(k), exp.Expression)]
-                 if isinstance(value, exp.If | exp.Case) else list(value.expressions))
+        inner = call_values(value)
         retarget_mixed(inner, target)
         for v in inner:
             if _value_class(v) == STRING:
@@ -170,14 +168,16 @@ def variant_elements(node: exp.Anonymous) -> None:
     if parent is not None and not (isinstance(parent, exp.Anonymous) and str(parent.this).lower() in _COUNTING):
         return
     elements = [e for e in node.expressions if not isinstance(e, exp.Null)]
-    untyped = [bool(e.meta.get(VARIANT)) or (e.meta.get(UNTYPED) is not None and e.meta.get(READ_AT) is None)
-               for e in elements]
+    untyped = [_is_variant(e) for e in elements]
     classes = {_value_class(e) for e, u in zip(elements, untyped, strict=True) if not u}
     if not ({STRING, NUMERIC} <= classes or MIXED in classes or (any(untyped) and not all(untyped))):
         return
-    node.set("expressions", [e if e.meta.get(VARIANT) or (e.meta.get(UNTYPED) is not None
-                                                         and e.meta.get(READ_AT) is None)
-                             else variant_value(e) for e in node.expressions])
+    node.set("expressions", [e if _is_variant(e) else variant_value(e) for e in node.expressions])
+
+
+def _is_variant(value: exp.Expression) -> bool:
+    """Compiled as a VARIANT: a call made one, or a field no type is known for read without a type."""
+    return bool(value.meta.get(VARIANT)) or (value.meta.get(UNTYPED) is not None and value.meta.get(READ_AT) is None)
 
 
 def variant_value(value: exp.Expression) -> exp.Expression:
@@ -185,14 +185,20 @@ def variant_value(value: exp.Expression) -> exp.Expression:
     (``MIXED``: ``nullif(if(c, x, y), 0)``), that call made a VARIANT in turn, so Spark gives it no one type."""
     if not value.meta.pop(MIXED, False):
         return parsed(f"try_cast({sql_of(value)} AS VARIANT)")
-    if isinstance(value, exp.If | exp.Case):
-        for holder, key in value_places(value):
-            inner = holder.args.get(key)
-            if isinstance(inner, exp.Expression):
-                holder.set(key, variant_value(inner))
-    else:  # coalesce
-        value.set("expressions", [variant_value(a) for a in value.expressions])
+    map_values(value, variant_value)
     return value
+
+
+def settle_mixed(node: exp.Expression, want: str | None) -> None:
+    """A ``coalesce``, IF or CASE whose values mix text with typed numbers, not made a VARIANT (``is_variant_call``):
+    the whole expression wanted at a number type reads its text as that number (``read_as_number``); anywhere
+    else it is marked ``MIXED``, for what uses it to be lifted into its values (``lift_mixed``)."""
+    if is_variant_call(node, want) or not text_beside_typed_numbers(call_values(node)):
+        return
+    if node.parent is None and want in NUMBER_WANTS:
+        map_values(node, lambda value: read_as_number(value, want))
+    else:
+        node.meta[MIXED] = True
 
 
 def text_beside_typed_numbers(values: list[exp.Expression]) -> bool:
@@ -216,20 +222,36 @@ def _value_class(node: exp.Expression) -> str | None:
         return STRING
     if _number_kind(node, True) is not None:
         return NUMERIC
-    values = _call_values(node)
+    values = call_values(node) if _is_call(node) else None
     if values is not None:  # a call of one class, NULLs aside
         classes = {_value_class(v) for v in values if not isinstance(v, exp.Null)}
         return classes.pop() if len(classes) == 1 else None
     return static_type(node)
 
 
-def _call_values(node: exp.Expression) -> list[exp.Expression] | None:
-    """The values of a ``coalesce``/``nvl``/``ifnull``, an IF or a CASE (what it can give), else None."""
-    if isinstance(node, exp.Case) or standalone_if(node):
+def _is_call(node: exp.Expression) -> bool:
+    """``node`` is a ``coalesce``/``nvl``/``ifnull``, an IF or a CASE: a call whose value is one of its values."""
+    return (isinstance(node, exp.Case) or standalone_if(node)
+            or (isinstance(node, exp.Anonymous) and str(node.this).lower() in COALESCING))
+
+
+def call_values(node: exp.Expression) -> list[exp.Expression]:
+    """The values of a ``coalesce``/``nvl``/``ifnull`` (its arguments), an IF or a CASE (each THEN and the ELSE
+    that is there): what it can give."""
+    if isinstance(node, exp.If | exp.Case):
         return [v for h, k in value_places(node) if isinstance(v := h.args.get(k), exp.Expression)]
-    if isinstance(node, exp.Anonymous) and str(node.this).lower() in COALESCING:
-        return list(node.expressions)
-    return None
+    return list(node.expressions)
+
+
+def map_values(node: exp.Expression, change: Callable[[exp.Expression], exp.Expression]) -> None:
+    """Each value of a ``coalesce``, IF or CASE (``call_values``) replaced by ``change`` of it, in place."""
+    if isinstance(node, exp.If | exp.Case):
+        for holder, key in value_places(node):
+            value = holder.args.get(key)
+            if isinstance(value, exp.Expression):
+                holder.set(key, change(value))
+    else:
+        node.set("expressions", [change(a) for a in node.expressions])
 
 
 MIXED = "edgewise_mixed"
@@ -311,8 +333,13 @@ def text_target(args: list[exp.Expression], *, typed: bool = False) -> str | Non
     literals, and with ``typed`` also values read or cast at a number type: the guard casts text beside those
     too, as Spark would outside any try form (``coalesce(x, y)`` with a STRING ``x`` and a BIGINT ``y`` failed
     the query on ``'oops'``), but the local engine, without static types, keeps such text as it is."""
-    kinds = [k for k in (_number_kind(a, typed) for a in args) if k is not None]
-    return None if not kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
+    kinds = {k for k in (_number_kind(a, typed) for a in args) if k is not None}
+    return _widest(kinds) if kinds else None
+
+
+def _widest(kinds: Collection[str | None]) -> str:
+    """Spark's one type for numbers of these kinds (BIGINT, DOUBLE): DOUBLE where one is."""
+    return "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
 
 
 def one_type(values: list[exp.Expression]) -> str | None:
@@ -343,12 +370,11 @@ def _number_kind(node: exp.Expression, typed: bool) -> str | None:
         return "DOUBLE"
     if isinstance(node, exp.Add | exp.Sub | exp.Mul | exp.Mod | exp.IntDiv):
         kinds = {_number_kind(node.this, typed), _number_kind(node.expression, typed)}
-        return None if None in kinds else "BIGINT" if isinstance(node, exp.IntDiv) or kinds == {"BIGINT"} else "DOUBLE"
-    values = _call_values(node)
-    if values is not None:  # Spark's one type for a call of numbers, NULLs and text (cast to it) aside
-        kinds = {_number_kind(v, typed) for v in values
+        return None if None in kinds else "BIGINT" if isinstance(node, exp.IntDiv) else _widest(kinds)
+    if _is_call(node):  # Spark's one type for a call of numbers, NULLs and text (cast to it) aside
+        kinds = {_number_kind(v, typed) for v in call_values(node)
                  if not isinstance(v, exp.Null) and _value_class(v) not in (STRING, MIXED)}
-        return None if not kinds or None in kinds else "DOUBLE" if "DOUBLE" in kinds else "BIGINT"
+        return None if not kinds or None in kinds else _widest(kinds)
     spark_type = node.meta.get(READ_AT)
     if isinstance(node, exp.Anonymous) and str(node.this).lower() in ("variant_get", "try_variant_get"):
         kind = node.expressions[2] if len(node.expressions) == 3 else None

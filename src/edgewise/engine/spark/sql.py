@@ -19,17 +19,17 @@ from sqlglot import exp
 from edgewise.engine.spark.fields import FieldTypes
 from edgewise.engine.spark.mixed_types import (
     GIVES_TEXT,
-    MIXED,
-    NUMBER_WANTS,
     SCALAR_WANTS,
     VARIANT,
     as_spark_writes_it,
+    call_values,
     gives_variant,
     is_variant_call,
     lift_mixed,
+    map_values,
     one_type,
-    read_as_number,
     retarget_mixed,
+    settle_mixed,
     text_as,
     text_beside_typed_numbers,
     text_target,
@@ -48,7 +48,6 @@ from edgewise.engine.spark.sqlnodes import (
     parsed,
     sql_of,
     standalone_if,
-    value_places,
 )
 from edgewise.expr.compiler import parse
 from edgewise.expr.dialect import EdgewiseSpark
@@ -260,13 +259,7 @@ class _Compiler:
             self._branches_beside_numbers(node, want)
             if want is None:
                 variant_branches(node)
-            places = [(h, k) for h, k in value_places(node) if isinstance(h.args.get(k), exp.Expression)]
-            if not is_variant_call(node, want) and text_beside_typed_numbers([h.args[k] for h, k in places]):
-                if node.parent is None and want in NUMBER_WANTS:
-                    for holder, key in places:
-                        holder.set(key, read_as_number(holder.args[key], want))
-                else:
-                    node.meta[MIXED] = True
+            settle_mixed(node, want)
             return node
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "array":
             variant_elements(node)
@@ -277,18 +270,13 @@ class _Compiler:
         Spark gives the call one type, so text an event's field holds is cast to the literals' type, as over a
         STRING column and as on the local engine (``_beside_numbers``). (Found by the pipeline fuzzer's soak:
         ``try_divide(if(c, x, -1), 4)`` over ``'oops'``, ``if(c, 5, x) = -1`` over ``'297.27'``.)"""
-        places = value_places(node)
-        values = [holder.args.get(key) for holder, key in places]
-        typed = [v for v in values if isinstance(v, exp.Expression)]
-        target = text_target(typed)
+        values = call_values(node)
+        target = text_target(values)
         if target is not None:
-            retarget_mixed(typed, target)
-        if target is None or not any(gives_variant(v) for v in typed):
+            retarget_mixed(values, target)
+        if target is None or not any(gives_variant(v) for v in values):
             return
-        for holder, key in places:
-            value = holder.args.get(key)
-            if isinstance(value, exp.Expression):
-                holder.set(key, self._beside_numbers(value, target, want))
+        map_values(node, lambda value: self._beside_numbers(value, target, want))
 
     def _beside_numbers(self, arg: exp.Expression, target: str | None, want: str | None) -> exp.Expression:
         """A value of ``coalesce``, ``if`` or a CASE next to number literals (of type ``target``) where another value
@@ -321,12 +309,8 @@ class _Compiler:
             args = [self._beside_numbers(a, target, want) for a in args]
             if want is None:
                 node.meta[VARIANT] = True if target else GIVES_TEXT
-        if not is_variant_call(node, want) and text_beside_typed_numbers(args):
-            if node.parent is None and want in NUMBER_WANTS:
-                args = [read_as_number(a, want) for a in args]
-            else:
-                node.meta[MIXED] = True
         node.set("expressions", args)
+        settle_mixed(node, want)
         return node
 
     def _as_variant(self, arg: exp.Expression, target: str | None) -> exp.Expression:
@@ -776,8 +760,7 @@ def _guard_case(node: exp.Case) -> tuple[exp.Expression, str | None]:
     beside number literals is cast to their type, as Spark gives the CASE one type (``text_as``)."""
     errors: list[str] = []
     taken: list[str] = []  # conditions of earlier branches: a later branch runs only when none was TRUE
-    target = one_type([v for holder, key in value_places(node)
-                        if isinstance(v := holder.args.get(key), exp.Expression)])
+    target = one_type(call_values(node))
     if node.this is not None:
         subject, e = _guard(node.this)
         node.set("this", subject)
