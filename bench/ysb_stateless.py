@@ -22,10 +22,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from common import campaign_table, make_input, ratio_stats, timed, write_result  # noqa: E402
 
-from edgewise.clock import SystemClock  # noqa: E402
 from edgewise.config import load  # noqa: E402
 from edgewise.engine.local import LocalEngine  # noqa: E402
-from edgewise.sources.base import SourceContext  # noqa: E402
 from edgewise.sources.lines import line_batches  # noqa: E402
 
 PIPELINE = ROOT / "examples" / "ysb" / "pipeline.yaml"
@@ -55,7 +53,7 @@ def edgewise_engine(data: bytes) -> int:
     out = io.BytesIO()
     engine = LocalEngine(plan, stdout=out, errors=io.StringIO())
     engine.open()
-    ctx = SourceContext(SystemClock(), print, batch_size=1024)
+    ctx = engine.source_context()  # what `edgewise run` gives a file source: the fused head where it applies
     for batch in line_batches(io.BytesIO(data), source_id="ads", id_prefix="ads:", where="<bench>", decoder=None,
                               ctx=ctx):
         engine.process(batch)

@@ -10,7 +10,8 @@ process, on the same in-memory input, what lies between them:
   the sink's ``dumps_lines``: the floor for any fusion of the steps;
 * ``passes``: the same reading and sink, with the steps' fast paths as the engine runs them (each a pass over the
   batch: the type checks that keep their results exact, the filter's selection of ids and times);
-* ``engine``: the engine, as ``bench/ysb_stateless.py`` runs it.
+* ``engine``: the engine, as ``bench/ysb_stateless.py`` runs it (since 2026-11-26 evening with its fused head,
+  ``engine/fused.py``: the decoding and the three steps in one pass per line, which no side above has).
 
 Reports ns per event (median over rounds) and the ratio of the hand-written time to each.
 

@@ -5,7 +5,9 @@ time the pipelines only: ingest (event times), every step, the end of input (ope
 Sinks are replaced by ones that discard and state lives in memory: a round measures what the pipeline costs, not what a
 disk, a broker or a database costs (``bench/ingest.py`` measures the daemon's durable path). Each round is a
 fresh engine over the same batches; the median of the rounds is the result, as in ``BENCHMARKS.md``, because a
-shared machine's single runs vary by tens of percent.
+shared machine's single runs vary by tens of percent. Decoding is left out, and with it the fused head
+(``engine/fused.py``), which runs a pipeline's first steps while lines are decoded: rounds time the steps one
+batch pass at a time, which also shows each step's share.
 """
 
 from __future__ import annotations

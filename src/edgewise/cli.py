@@ -497,7 +497,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     plan = load(args.pipeline)
     if args.engine == "local":
+        from edgewise.engine.fused import explain_head
+
         print(plan.explain())
+        fused = explain_head(plan)
+        if fused is not None:
+            print(fused)
         return EXIT_OK
     import tempfile
 

@@ -9,7 +9,10 @@ after flushing the sinks: what a commit covers has been delivered. A restarted r
 events the last commit covers where its input starts with exactly them (``resume.py``; other input is read from its
 start, the state kept) and reprocesses the rest (at-least-once; results keep their ids, so idempotent sinks see each
 result once). When the input ends, every stateful step is finished in pipeline order: open windows and pending
-completions are flushed through the rest of their pipeline."""
+completions are flushed through the rest of their pipeline.
+
+Where one pipeline reads NDJSON lines without a durable store, event-time assignment or an instrument, its first
+stateless steps run on each line as it is decoded (``fused.py``); the rest of the pipeline takes their output."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from edgewise.config import BuildContext
 from edgewise.config.plan import Plan
 from edgewise.engine.context import RunContext, RunStats
 from edgewise.engine.event_time import assign_event_times
+from edgewise.engine.fused import FusedHead, HeadBatch, compile_head
 from edgewise.engine.guard import GuardedStep
 from edgewise.engine.idle import Idleness
 from edgewise.engine.resume import ResumePoint
@@ -96,6 +100,8 @@ class LocalEngine:
         self.instrument = instrument
         self.live = live
         """The daemon's live channels, for ``live`` sinks (None outside the daemon)."""
+        self.head: FusedHead | None = compile_head(self.pipelines[0][1]) if len(self.pipelines) == 1 else None
+        """The only pipeline's first steps fused with decoding (``fused.py``), where they can be."""
         self.idleness = Idleness(idle_timeouts or {})
         """Event time that moves on while every source is quiet (the daemon's ``idle_timeout``s; ``idle.py``)."""
         self._last_commit_us = 0
@@ -115,10 +121,23 @@ class LocalEngine:
         self._last_commit_us = self.clock.now_us()
         self.idleness.start(self._last_commit_us)
 
+    def source_context(self) -> SourceContext:
+        """What a source reading into this engine is given: with the fused head where it applies (an event time
+        is assigned after decoding, a durable run digests the decoded events, an instrument times each step)."""
+        ctx = SourceContext(self.clock, self._malformed, self.batch_size)
+        if self.plan.event_time is None and not self.state.durable and self.instrument is None:
+            ctx.head = self.head
+        return ctx
+
     def ingest(self, batch: Batch) -> Batch:
         """Count the batch in and give it its event times."""
-        self.ctx.stats.events_in += len(batch)
-        if len(batch) and self.idleness.enabled:
+        read = len(batch)
+        if isinstance(batch, HeadBatch):
+            read = batch.read
+            for step_id, counter, n in batch.counts:
+                self.ctx.count(step_id, counter, n)
+        self.ctx.stats.events_in += read
+        if read and self.idleness.enabled:
             self.idleness.arrived(batch.source, self.clock.now_us())
         if self.plan.event_time is None or not len(batch):
             return batch
@@ -130,8 +149,10 @@ class LocalEngine:
         return assign_event_times(batch, self.plan.event_time, failed)
 
     def run_pipelines(self, batch: Batch) -> dict[str, Batch]:
-        """Run every pipeline on the batch and deliver the results; returns them by pipeline id."""
-        return {pipeline[0]: self._continue(pipeline, 0, batch) for pipeline in self.pipelines}
+        """Run every pipeline on the batch and deliver the results; returns them by pipeline id. A fused head's
+        batch (only made where there is one pipeline) goes on after the steps it went through."""
+        start = batch.steps if isinstance(batch, HeadBatch) else 0
+        return {pipeline[0]: self._continue(pipeline, start, batch) for pipeline in self.pipelines}
 
     def _continue(self, pipeline: Pipeline, start: int, batch: Batch) -> Batch:
         """Run ``batch`` through the pipeline's steps from ``start`` on and deliver what comes out."""
@@ -239,7 +260,7 @@ class LocalEngine:
         """Read every source to its end through the pipelines, then finish and commit. Sink failures raise
         ``SinkError``. Events a previous run already committed are skipped (see the module docstring)."""
         self.open()
-        source_ctx = SourceContext(self.clock, self._malformed, self.batch_size)
+        source_ctx = self.source_context()
         try:
             for source in sources:
                 self._read(source, source_ctx)
@@ -278,9 +299,13 @@ class LocalEngine:
                         self.runs[source.id] = new_run
             if renamed is not None:
                 batch = batch.renamed(*renamed)
-            seen += len(batch)
-            if len(batch):
+            if isinstance(batch, HeadBatch):
+                seen += batch.read
                 self.process(batch)
+            else:
+                seen += len(batch)
+                if len(batch):
+                    self.process(batch)
             self.positions[source.id] = seen
             if point.durable:
                 self.digests[source.id] = point.digest.hex()

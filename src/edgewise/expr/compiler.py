@@ -308,6 +308,8 @@ def _comparison(test: Callable[[int], bool], name: str) -> Callable[[exp.Express
                     return [field_eq_text(p) is True for p in payloads]
 
                 field_eq_text.mask = mask  # type: ignore[attr-defined]  # filters use it on whole batches
+                # a fused head (engine/fused.py) writes the test for text values into its loop
+                field_eq_text.text_equality = (field_name, const, negate)  # type: ignore[attr-defined]
                 return field_eq_text
 
             def eq_text(p: Any) -> Any:

@@ -40,6 +40,17 @@ class SourceContext:
         self.run_id = run_id or new_run_id()
         """Identifies this reading of an input that has no identity of its own (stdin) in event ids. A run that
         resumes from a state store gets the interrupted run's id back, so replayed events keep their ids."""
+        self.head: LineHead | None = None
+        """The reading pipeline's leading steps, fused to run on each NDJSON line as it is decoded
+        (``engine/fused.py``); None: decode every line into the batch. The engine sets it where it applies."""
+
+
+class LineHead(Protocol):
+    """A pipeline's leading steps run on undecoded NDJSON lines (the engine's fused head)."""
+
+    def run(self, lines: list[bytes], first: int, source_id: str, id_prefix: str, ctx: SourceContext) -> Batch | None:
+        """What the steps give for ``lines`` (numbered from ``first``), as a batch the engine recognises; None
+        where the lines must be decoded into a batch and run the general way."""
 
 
 class Source(ABC):

@@ -38,12 +38,19 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
     event, with its id and event time (``sources/envelope.py``).
 
     The fast path decodes a whole chunk of lines at once and numbers them with a ``range``; only a chunk that
-    holds a blank or bad line is redone line by line.
+    holds a blank or bad line is redone line by line. Where the engine gave ``ctx.head`` (NDJSON only), a chunk
+    first goes through it, line by line, and the batch holds what the pipeline's first steps gave.
     """
     first = 1
+    head = ctx.head if decoder is None else None
     for lines in line_chunks(stream, ctx.batch_size * BYTES_PER_EVENT):
         numbers = range(first, first + len(lines))
         first += len(lines)
+        if head is not None:
+            through_head = head.run(lines, numbers.start, source_id, id_prefix, ctx)
+            if through_head is not None:
+                yield through_head
+                continue
         payloads = ndjson_batch(lines) if decoder is None else None
         if payloads is not None:
             yield unwrap_envelopes(make_batch(payloads, numbers, source_id, id_prefix, ctx))
