@@ -6,7 +6,8 @@ The local engine casts text beside number literals as Spark does (``expr/functio
 the compiler (``sql.py``) uses these rules so each event's value meets what uses it as it does locally:
 
 * a call over a field no type is known for, or mixing text with typed numbers, is a VARIANT where it is the value a
-  step sets (``variant_branches``, ``variant_elements``; ``is_variant_call``);
+  step sets (``variant_branches``, ``variant_elements``; ``is_variant_call``); inside an expression, such a field
+  read at a number type counts as text beside numbers (``untyped_number``);
 * what uses such a call inside an expression is moved into its values (``lift_mixed``);
 * an aggregate's argument casts the text to the number it reads (``read_as_number``);
 * a call that is a value of another with number literals takes their type (``retarget_mixed``);
@@ -125,19 +126,24 @@ def variant_branches(node: exp.If | exp.Case) -> None:
     node.meta[VARIANT] = True if text_target(present) else GIVES_TEXT
 
 
-def retarget_mixed(values: list[exp.Expression], target: str) -> None:
+def retarget_mixed(values: list[exp.Expression], target: str,
+                   untyped: Callable[[exp.Expression, str], exp.Expression]) -> None:
     """Values of a call with number literals (``target``: their type) that are calls mixing text with typed numbers
     themselves (``coalesce(coalesce(s, y), 0)``): the local engine hands the outer call the inner one's text as it
     is and casts it beside the literals, so on Spark the inner call's text is cast to the literals' type too, not
-    to its own numbers' type first (found by the pipeline fuzzer's soak: a query failed on ``'3.5'``)."""
+    to its own numbers' type first (found by the pipeline fuzzer's soak: a query failed on ``'3.5'``). A field no
+    type is known for among the inner call's values has its text cast so by ``untyped`` (``nvl(if(c, y, x), -1)``
+    over ``'0.0'`` fails as locally: found by the soak)."""
     for value in values:
         if not value.meta.pop(MIXED, False):
             continue
         inner = call_values(value)
-        retarget_mixed(inner, target)
+        retarget_mixed(inner, target, untyped)
         for v in inner:
             if _value_class(v) == STRING:
                 v.replace(parsed(f"CAST({sql_of(v)} AS {target})"))
+            elif untyped_number(v):
+                v.replace(untyped(v, target))
 
 
 NUMBER_WANTS = frozenset(("double", "bigint"))
@@ -184,7 +190,12 @@ def variant_value(value: exp.Expression) -> exp.Expression:
     """A value of a VARIANT call, as a VARIANT: cast to one, or where it is itself a call mixing text with numbers
     (``MIXED``: ``nullif(if(c, x, y), 0)``), that call made a VARIANT in turn, so Spark gives it no one type."""
     if not value.meta.pop(MIXED, False):
-        return parsed(f"try_cast({sql_of(value)} AS VARIANT)")
+        # the value's own nodes, not its SQL parsed again: their marks stay, and a field no type is known for in
+        # it is still read by each value's kind (``array(s, x * -2)`` over '-210.85' failed locally only: found by
+        # the pipeline fuzzer's soak)
+        as_variant = parsed("try_cast(__value__ AS VARIANT)")
+        as_variant.set("this", value)
+        return as_variant
     map_values(value, variant_value)
     return value
 
@@ -207,7 +218,17 @@ def text_beside_typed_numbers(values: list[exp.Expression]) -> bool:
     without static types, keeps each value as it is; wanted at no type, the call is a VARIANT instead, so each
     event's value comes out as it is on both. (Beside number literals both engines cast: ``text_target``.)"""
     classes = {_value_class(v) for v in values}
-    return text_target(values) is None and ({STRING, NUMERIC} <= classes or MIXED in classes)
+    return text_target(values) is None and (
+        {STRING, NUMERIC} <= classes or MIXED in classes or any(untyped_number(v) for v in values))
+
+
+def untyped_number(value: exp.Expression) -> bool:
+    """A field no type is known for, read at a number type because of what uses the call it is a value of
+    (``if(c, y, x) != 8``). Its text, locally, reaches that use as text and meets the use's own rules (``'0.0' !=
+    8`` casts to BIGINT and fails); read at DOUBLE it would be 0.0 on Spark. So the call counts as mixing text with
+    numbers: the use is lifted into its values, where the field is an operand of its own, read by each value's
+    kind (``sql._follow_value_kinds``). Found by the pipeline fuzzer's soak."""
+    return value.meta.get(UNTYPED) is not None and value.meta.get(READ_AT) in NUMBER_WANTS
 
 
 def _value_class(node: exp.Expression) -> str | None:

@@ -273,7 +273,7 @@ class _Compiler:
         values = call_values(node)
         target = text_target(values)
         if target is not None:
-            retarget_mixed(values, target)
+            retarget_mixed(values, target, self._untyped_beside)
         if target is None or not any(gives_variant(v) for v in values):
             return
         map_values(node, lambda value: self._beside_numbers(value, target, want))
@@ -292,6 +292,11 @@ class _Compiler:
         return parsed(f"CASE WHEN {_kind(path, self.types)} IN ('STRING') THEN "
                      f"CAST(CAST({text} AS {target}) AS {want.upper()}) ELSE {sql_of(arg)} END")
 
+    def _untyped_beside(self, read: exp.Expression, target: str) -> exp.Expression:
+        """A field no type is known for, read at a number type, as a value beside number literals of type
+        ``target``: its text cast to ``target`` first (``retarget_mixed``)."""
+        return self._beside_numbers(read, target, read.meta[READ_AT])
+
     def _coalescing(self, node: exp.Anonymous, want: str | None, lambda_vars: frozenset[str]) -> exp.Expression:
         """``coalesce``/``nvl``/``ifnull``: Spark gives the call one type, and refuses a VARIANT beside another
         type. A field no type is known for is read at the type the call is wanted at (DOUBLE in arithmetic, as
@@ -302,7 +307,7 @@ class _Compiler:
         args = [self.rewrite(a, want, lambda_vars) for a in node.expressions]
         literal_target = text_target(args)
         if literal_target is not None:
-            retarget_mixed(args, literal_target)
+            retarget_mixed(args, literal_target, self._untyped_beside)
         if any(gives_variant(a) for a in args) or (
                 is_variant_call(node, want) and text_beside_typed_numbers(args)):
             target = text_target(args)
