@@ -211,6 +211,22 @@ def test_an_untyped_field_in_a_call_under_a_use_agrees(spark: Any, tmp_path: Pat
     assert local == sorted((r["i"], r["v"]) for r in _spark(spark, text, tmp_path).values())
 
 
+@pytest.mark.parametrize("expr", ["nullif(round(if(length(s) > 2, s, x), 1), 0)",
+                                  "CASE WHEN k = 'z' THEN 1.5 ELSE if(length(s) > 2, round(s, 1), 2.5) END"])
+def test_an_if_as_a_cases_else_fails_only_on_the_value_it_takes(spark: Any, tmp_path: Path, expr: str) -> None:
+    """An if() that is a CASE's ELSE (nullif is compiled as an IF around its operand) was taken for one of the
+    CASE's WHEN branches, and the guard counted the errors of both its values: `round('')` failed the event on
+    Spark where the if() took the other value (found by the fuzzer's soak:
+    tests/fuzz/cases/nullif-of-a-round-of-an-if-of-text-over-empty-text.yaml)."""
+    _spool(tmp_path, ['{"i":1,"s":""}', '{"i":2,"s":"abc"}', '{"i":3,"s":"12.25","x":4}', '{"i":4,"s":"x","x":7.5}'])
+    text = SPOOL + f"""
+      - annotate: {{id: a, set: {{v: "{expr}"}}, on_error: skip}}
+"""
+    local = sorted((r["i"], r["v"]) for r in _local(text, tmp_path).values())
+    assert [i for i, _ in local] == [1, 3, 4]  # 'abc' does not round
+    assert local == sorted((r["i"], r["v"]) for r in _spark(spark, text, tmp_path).values())
+
+
 TYPED_SPOOL = SPOOL.replace("path: in}", 'path: in, schema: "x STRING, y BIGINT, c BOOLEAN"}')
 TYPED_EVENTS = ['{"x":"oops","y":1,"c":true}', '{"x":"244","y":1,"c":true}', '{"x":"2.5","y":1,"c":false}',
                 '{"x":"2.5","y":3,"c":true}']
