@@ -19,13 +19,13 @@ an array), a spool envelope, a condition that raises, a lookup key that is not t
 that an event lacks. Nothing is counted or sent before it has decided, so giving up costs time, never a different
 result. After giving up it leaves a doubling number of chunks (at most ``MAX_SKIP``) to the general path before
 it tries again, so input it never suits costs one chunk's extra decoding in ``MAX_SKIP``.
-``tests/engine/test_fused.py`` checks it against the general path on generated lines and pipelines.
+``tests/test_fused.py`` checks it against the general path on generated lines and pipelines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -34,6 +34,7 @@ from edgewise.engine.guard import GuardedStep
 from edgewise.events import Batch, Payload
 from edgewise.sources.base import SourceContext
 from edgewise.sources.envelope import is_envelope
+from edgewise.sources.lines import make_batch
 from edgewise.steps.base import Step
 from edgewise.steps.filter import FilterStep
 from edgewise.steps.lookup import LookupStep
@@ -86,13 +87,24 @@ class FusedHead:
         self.fused += 1
         self._backoff = max(1, self._backoff // 2)
         payloads, offsets, counted = result
-        now = ctx.clock.now_us()
-        batch = HeadBatch(payloads, source=source_id, ingest_time_us=now, event_times=[now] * len(payloads),
-                          id_prefix=id_prefix, offsets=offsets)
+        batch = cast(HeadBatch, make_batch(payloads, offsets, source_id, id_prefix, ctx, HeadBatch))
         batch.read = len(lines)
         batch.steps = len(self.steps)
         batch.counts = [(step_id, name, n) for (step_id, name), n in zip(self._counters, counted, strict=True) if n]
         return batch
+
+
+def events_read(batch: Batch) -> int:
+    """The events a source read into ``batch``: a fused head's batch holds only those its steps let through."""
+    return batch.read if isinstance(batch, HeadBatch) else len(batch)
+
+
+def head_of(plan: Plan, pipelines: list[list[GuardedStep]]) -> FusedHead | None:
+    """The fused head of a run of ``pipelines`` (each one's steps) over ``plan``: of the only pipeline, where no
+    event time is assigned to the decoded events first; None elsewhere."""
+    if len(pipelines) != 1 or plan.event_time is not None:
+        return None
+    return compile_head(pipelines[0])
 
 
 def compile_head(pipeline: list[GuardedStep]) -> FusedHead | None:
@@ -109,15 +121,12 @@ def compile_head(pipeline: list[GuardedStep]) -> FusedHead | None:
 
 def explain_head(plan: Plan) -> str | None:
     """The line ``edgewise explain`` adds for a plan whose steps a fused head takes where its input is NDJSON."""
-    if len(plan.pipelines) != 1 or plan.event_time is not None:
-        return None
-    pipeline = plan.pipelines[0]
-    head = compile_head([GuardedStep(step, pipeline.id) for step in pipeline.steps])
+    head = head_of(plan, [[GuardedStep(step, p.id) for step in p.steps] for p in plan.pipelines])
     if head is None:
         return None
     steps = "step 1" if len(head.steps) == 1 else f"steps 1-{len(head.steps)}"
-    return (f"  fused: {steps} of pipeline {pipeline.id} run on each NDJSON line (file, stdin) as it is decoded, "
-            "without a durable state store")
+    return (f"  fused: {steps} of pipeline {plan.pipelines[0].id} run on each NDJSON line (file, stdin) as it is "
+            "decoded, without a durable state store")
 
 
 def _fusable(step: Step) -> bool:

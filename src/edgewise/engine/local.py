@@ -27,7 +27,7 @@ from edgewise.config import BuildContext
 from edgewise.config.plan import Plan
 from edgewise.engine.context import RunContext, RunStats
 from edgewise.engine.event_time import assign_event_times
-from edgewise.engine.fused import FusedHead, HeadBatch, compile_head
+from edgewise.engine.fused import FusedHead, HeadBatch, events_read, head_of
 from edgewise.engine.guard import GuardedStep
 from edgewise.engine.idle import Idleness
 from edgewise.engine.resume import ResumePoint
@@ -100,7 +100,7 @@ class LocalEngine:
         self.instrument = instrument
         self.live = live
         """The daemon's live channels, for ``live`` sinks (None outside the daemon)."""
-        self.head: FusedHead | None = compile_head(self.pipelines[0][1]) if len(self.pipelines) == 1 else None
+        self.head: FusedHead | None = head_of(plan, [steps for _, steps, _ in self.pipelines])
         """The only pipeline's first steps fused with decoding (``fused.py``), where they can be."""
         self.idleness = Idleness(idle_timeouts or {})
         """Event time that moves on while every source is quiet (the daemon's ``idle_timeout``s; ``idle.py``)."""
@@ -122,18 +122,17 @@ class LocalEngine:
         self.idleness.start(self._last_commit_us)
 
     def source_context(self) -> SourceContext:
-        """What a source reading into this engine is given: with the fused head where it applies (an event time
-        is assigned after decoding, a durable run digests the decoded events, an instrument times each step)."""
+        """What a source reading into this engine is given: with the fused head where it applies (a durable run
+        digests the decoded events, an instrument times each step)."""
         ctx = SourceContext(self.clock, self._malformed, self.batch_size)
-        if self.plan.event_time is None and not self.state.durable and self.instrument is None:
+        if not self.state.durable and self.instrument is None:
             ctx.head = self.head
         return ctx
 
     def ingest(self, batch: Batch) -> Batch:
         """Count the batch in and give it its event times."""
-        read = len(batch)
+        read = events_read(batch)
         if isinstance(batch, HeadBatch):
-            read = batch.read
             for step_id, counter, n in batch.counts:
                 self.ctx.count(step_id, counter, n)
         self.ctx.stats.events_in += read
@@ -299,13 +298,10 @@ class LocalEngine:
                         self.runs[source.id] = new_run
             if renamed is not None:
                 batch = batch.renamed(*renamed)
-            if isinstance(batch, HeadBatch):
-                seen += batch.read
+            read = events_read(batch)
+            seen += read
+            if read:
                 self.process(batch)
-            else:
-                seen += len(batch)
-                if len(batch):
-                    self.process(batch)
             self.positions[source.id] = seen
             if point.durable:
                 self.digests[source.id] = point.digest.hex()

@@ -87,7 +87,9 @@ def line_chunks(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
 
 
 def make_batch(payloads: list[Payload], offsets: Sequence[int], source_id: str, id_prefix: str,
-               ctx: SourceContext) -> Batch:
+               ctx: SourceContext, kind: type[Batch] = Batch) -> Batch:
+    """A batch of a source's events, received now: their ingest time is their event time until one is assigned.
+    ``kind``: a subclass of ``Batch`` (the engine's fused head makes its own)."""
     now = ctx.clock.now_us()
-    return Batch(payloads, source=source_id, ingest_time_us=now, event_times=[now] * len(payloads),
-                 id_prefix=id_prefix, offsets=offsets)
+    return kind(payloads, source=source_id, ingest_time_us=now, event_times=[now] * len(payloads),
+                id_prefix=id_prefix, offsets=offsets)

@@ -21,6 +21,7 @@ docs/spark.md, "Implicit casts of mixed types", says what agrees and what still 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from functools import lru_cache
 
 from sqlglot import exp
 
@@ -38,7 +39,9 @@ from edgewise.engine.spark.sqlnodes import (
     standalone_if,
     value_places,
 )
+from edgewise.expr.compiler import compile_expression
 from edgewise.expr.typecheck import NUMERIC, STRING, static_type
+from edgewise.expr.values import is_number
 
 SCALAR_WANTS = frozenset(("double", "bigint", "string"))
 """The wanted types a number can be cast to: where ``coalesce``, an IF or a CASE over an untyped field is wanted
@@ -419,14 +422,18 @@ def _constant_number(node: exp.Expression) -> str | None:
     DOUBLE)), -1)`` over '3.5' failed the event on Spark only)."""
     if isinstance(node, exp.Literal | exp.Null) or node.find(exp.Column) is not None:
         return None
-    from edgewise.expr.compiler import compile_expression
-    from edgewise.expr.values import is_number
+    return _folded_number(sql_of(node))
 
+
+@lru_cache(maxsize=1024)
+def _folded_number(sql: str) -> str | None:
+    """``_constant_number`` of a field-free expression's SQL: the rules ask of one value several times while they
+    compile a call, and each asking would parse and compile it again."""
     try:
-        value = getattr(compile_expression(sql_of(node)).evaluate, "constant", None)
+        value = getattr(compile_expression(sql).evaluate, "constant", None)
     except Exception:  # noqa: BLE001  # Spark SQL the local engine does not read: not a constant it knows
         return None
-    if value is None or isinstance(value, bool) or not is_number(value):
+    if not is_number(value):
         return None
     return "BIGINT" if isinstance(value, int) else "DOUBLE"
 
