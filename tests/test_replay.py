@@ -9,13 +9,13 @@ import json
 import subprocess
 import sys
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import islice, pairwise
 from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from edgewise.clock import FakeClock, SystemClock
@@ -185,7 +185,9 @@ def test_a_recording_with_crlf_line_ends_replays_as_the_same_recording_with_lf(t
         assert read(crlf) == read(lf)
         assert crlf.duplicates == lf.duplicates
     runs = list(crlf.recording(SourceContext(FakeClock(), print)).runs())
-    assert not [raw for run in runs for raw in run.raws if b"\r" in raw or b"\n" in raw]
+    assert sum(map(len, runs)) == 1990  # the bundled recordings' distinct lines
+    assert not [raw for run in runs for raw in run.raws
+                if not raw.endswith(b"\r\n") or b"\r" in raw[:-2] or b"\n" in raw[:-2]]
 
 
 @pytest.mark.parametrize("read_bytes", [None, 401])
@@ -296,6 +298,34 @@ def test_an_hfp_sort_key_is_taken_as_text_exactly_when_it_is_a_time(moment, plac
     except ValueError:
         as_written = False
     assert (recording._hfp_keys([changed + b"/hfp/v2/x {}"]) is not None) == as_written
+
+
+@settings(max_examples=300)
+@given(st.datetimes(), st.lists(st.integers(0, 3_599_999_999), min_size=1, max_size=40), st.booleans(),
+       st.integers(0, 10**6), st.integers(0, 27), st.sampled_from(b"0123456789-T:.Z +x"))
+@example(datetime(2024, 2, 13, 16), [0, 1, 2], True, 1, 14, ord("9"))  # minute 90 between two good keys
+@example(datetime(2024, 2, 13, 16), [0, 1, 61_000_000], True, 1, 17, ord("9"))  # second 90, still in order
+@example(datetime(2024, 2, 28, 23), [0, 3_599_999_999], True, 0, 9, ord("9"))  # the block ends on Feb 29th
+def test_a_block_of_hfp_keys_is_taken_as_text_exactly_when_each_one_is(start, offsets_us, in_order, which, place,
+                                                                         char) -> None:
+    """Oracle: ``datetime``, key by key. A block's keys are checked together (``_hfp_keys``: by their layout, the
+    first and the last key, and the tens of minutes and seconds, when the block is in order within an hour); one
+    key changed anywhere in the block, in order or not, makes the block's keys not taken exactly when that key is
+    not a time as HSL writes it."""
+    moments = [start + timedelta(microseconds=us) for us in (sorted(offsets_us) if in_order else offsets_us)
+               if start + timedelta(microseconds=us) <= datetime.max]
+    assume(moments)
+    keys = [m.isoformat(timespec="microseconds").encode() + b"Z " for m in moments]
+    assert recording._hfp_keys([key + b"/hfp/v2/x {}" for key in keys]) == keys
+    i = which % len(keys)
+    keys[i] = keys[i][:place] + bytes([char]) + keys[i][place + 1:]
+    try:
+        reads = datetime.strptime(keys[i][:26].decode(), "%Y-%m-%dT%H:%M:%S.%f")
+        as_written = reads.isoformat(timespec="microseconds").encode() + b"Z " == keys[i]
+    except ValueError:
+        as_written = False
+    taken = recording._hfp_keys([key + b"/hfp/v2/x {}" for key in keys])
+    assert (taken == keys) if as_written else (taken is None)
 
 
 def test_receive_times_in_every_spelling() -> None:

@@ -95,7 +95,7 @@ class RecordedMqtt(Target):
             raise SinkError(f"{self.where}: not connected after {self.timeout_s:g} s")
         infos = []
         for raw in run.raws:
-            _, topic, body = split_hfp_line(raw)
+            _, topic, body = split_hfp_line(raw.rstrip(b"\r\n"))
             infos.append(self.client.publish(topic, body, qos=1))
         for info in infos:
             info.wait_for_publish(self.timeout_s)

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from itertools import accumulate, compress
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from typing import Any, Literal
 
 from edgewise.errors import SourceError
@@ -52,7 +52,8 @@ class Run:
     lines: list[int]
     """Line numbers in the file (from 1; a CSV row's line, the header being line 1)."""
     raws: list[bytes]
-    """The lines as recorded, without line end: what ``edgewise replay --to mqtt://`` publishes for ``hfp``."""
+    """The lines as recorded (what ``edgewise replay --to mqtt://`` publishes for ``hfp``); ``hfp`` lines keep their
+    line ends (``_hfp_timed``), the other formats' lines are without."""
     payloads: list[Payload]
     file: int | None = None
     """The one file all the messages come from, if they do (their ids then share a prefix)."""
@@ -129,16 +130,31 @@ _LEAP_YEAR = rb"(?:\d\d(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579]
 _HFP_KEYS = re.compile(  # dates as datetime takes them (month lengths, leap years; no year 0), any number of keys
     rb"(?:(?!0000)(?:\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
     rb"|" + _LEAP_YEAR + rb"-02-29)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z )*")
+_HFP_KEY_LAYOUT = b"0000-00-00T00:00:00.000000Z "
+_DIGITS_AS_ZERO = bytes(b"0"[0] if b"0"[0] <= byte <= b"9"[0] else byte for byte in range(256))
 
 
 def _hfp_keys(lines: list[bytes]) -> list[bytes] | None:
     """The sort keys of HFP lines (``HFP_KEY_BYTES``), or None if some line does not start with a time so written.
 
-    Times of one layout in one zone sort as text sorts, so the merge compares keys as bytes; checking every key's
-    layout and date with one regular expression over all of them, in C, and converting none to a number, is about
-    a quarter of what parsing each one costs (the merge's main cost besides decoding: BENCHMARKS.md, replay)."""
+    Times of one layout in one zone sort as text sorts, so the merge compares keys as bytes, converting none to a
+    number. Whether every key is such a time is checked on all of them at once, in C: their layout by one
+    ``translate`` (every digit made ``0``); then, when the keys are in order and the first and the last share their
+    date and hour, those two keys by ``_HFP_KEYS`` and the others' tens of seconds as every 28th byte (a text
+    between two others shares the bytes they share, and its minute is at most the last one's; its second is not
+    bounded so). Other blocks (keys out of order, a block across an hour) are checked by ``_HFP_KEYS`` whole, which
+    costs several times more (BENCHMARKS.md, replay)."""
     keys = [line[:HFP_KEY_BYTES] for line in lines]
-    return keys if _HFP_KEYS.fullmatch(b"".join(keys)) else None
+    joined = b"".join(keys)
+    if not keys:
+        return keys
+    if joined.translate(_DIGITS_AS_ZERO) != _HFP_KEY_LAYOUT * len(keys):
+        return None
+    first, last = keys[0], keys[-1]
+    if (first[:13] == last[:13] and keys == sorted(keys) and _HFP_KEYS.fullmatch(first + last)
+            and not joined[17::HFP_KEY_BYTES].translate(None, b"012345")):
+        return keys
+    return keys if _HFP_KEYS.fullmatch(joined) else None
 
 
 def hfp_key(at_us: int) -> bytes:
@@ -216,8 +232,9 @@ class Recording:
         for at, raw in zip(run.at, run.raws, strict=True):
             if at != instant:
                 instant, seen = at, set()
-            keep.append(raw not in seen)
-            seen.add(raw)
+            line = raw.rstrip(b"\r\n")  # hfp lines keep their ends: a line is the same whatever ends it
+            keep.append(line not in seen)
+            seen.add(line)
         self._instant, self._seen = instant, seen
         dropped = len(keep) - sum(keep)
         self.duplicates += dropped
@@ -274,16 +291,12 @@ class Recording:
             h, order = bound
             taking = []
             while heads and heads[0] <= bound:
-                taking.append(files[heapq.heappop(heads)[1]])
-            taking.sort(key=attrgetter("order"))
-            parts = []
-            for f in taking:
-                stop = len(f.keys) if f.order == order else (
-                    bisect_right if f.order < order else bisect_left)(f.keys, h, f.pos)
-                parts.append((f, f.take(stop)))
-                if f.pos < len(f.keys):
-                    heapq.heappush(heads, f.head())
-            yield parts[0][1] if len(parts) == 1 else _sorted(parts)
+                taking.append(heapq.heappop(heads)[1])
+            if len(taking) == 1:  # the bound file alone (it is always taken): its lines as read
+                yield files[order].take(len(files[order].keys))
+            else:
+                taking.sort()
+                yield _sorted([files[o] for o in taking], h, order, heads)
             refill = files[order]
             if refill.fill():
                 heapq.heappush(ends, refill.end())
@@ -312,19 +325,19 @@ class Recording:
 
     def _hfp_timed(self, path: str, order: int, lines: list[bytes], first: int) -> Run:
         """HFP lines with the receive time each starts with (as a sort key: ``_hfp_keys``), not decoded yet; blank
-        lines are skipped, a line without a readable time is reported and left out."""
-        raws = [line.rstrip(b"\r\n") for line in lines]
-        if b"" not in raws:
-            keys = _hfp_keys(raws)
-            if keys is not None:  # the common case: every line starts with a time as HSL's recorders write it
-                return Run(keys, [order] * len(keys), list(range(first, first + len(raws))), raws, [], file=order)
+        lines are skipped, a line without a readable time is reported and left out. The lines keep their line ends:
+        the decoder skips them, and a stripped copy of every line cost the merge more than all its sorting (its
+        copies were made long before they were decoded: BENCHMARKS.md, replay)."""
+        keys = _hfp_keys(lines)
+        if keys is not None:  # the common case: every line starts with a time as HSL's recorders write it
+            return Run(keys, [order] * len(keys), list(range(first, first + len(lines))), lines, [], file=order)
         keys, numbers, raws = [], [], []
         for number, line in enumerate(lines, start=first):
-            line = line.rstrip(b"\r\n")
-            if not line.strip():
+            text = line.rstrip(b"\r\n")
+            if not text.strip():
                 continue
             try:
-                keys.append(hfp_key(receive_time_us(line.partition(b" ")[0].decode("utf-8", "replace"))))
+                keys.append(hfp_key(receive_time_us(text.partition(b" ")[0].decode("utf-8", "replace"))))
             except SourceError as exc:
                 self.malformed(f"{path}:{number}: the line's first field: {exc}")
                 continue
@@ -399,13 +412,27 @@ class _File:
         return run
 
 
-def _sorted(parts: list[tuple[_File, Run]]) -> Run:
-    """Runs of several files (in file order), merged by sort key; the sort is stable, so ties keep file order."""
+def _sorted(taking: list[_File], h: Any, order: int, heads: list[tuple[Any, int]]) -> Run:
+    """The buffered lines of ``taking`` (files in file order) that may go out before key ``h`` of file ``order``
+    (the bound: of files after it in name order, only lines before ``h``), merged by sort key; the sort is stable,
+    so ties keep file order. A file with lines left pushes its next head on ``heads``.
+
+    The lines are gathered column by column and picked in sorted order once: the merge's cost per line, when many
+    files share each instant, is these few list operations (BENCHMARKS.md, replay)."""
     keys: list[Any] = []
-    whole = Run.empty()
-    for f, run in parts:
-        keys += f.keys[f.pos - len(run):f.pos]
-        whole.extend(run)
+    columns: tuple[list[Any], ...] = ([], [], [], [], [])
+    for f in taking:
+        start = f.pos
+        stop = len(f.keys) if f.order == order else (
+            bisect_right if f.order < order else bisect_left)(f.keys, h, start)
+        keys += f.keys[start:stop]
+        for mine, theirs in zip(columns, f.block._columns(), strict=True):
+            if theirs:  # payloads are empty where lines are decoded after the merge (hfp)
+                mine += theirs[start:stop]
+        f.pos = stop
+        if stop < len(f.keys):
+            heapq.heappush(heads, f.head())
     pick = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__))
-    # payloads are empty where lines are decoded after the merge (hfp)
-    return Run.of([list(pick(column)) if column else [] for column in whole._columns()], None)
+    at, files, lines, raws, payloads = columns
+    return Run(list(pick(at)), list(pick(files)), list(pick(lines)), list(pick(raws)),
+               list(pick(payloads)) if payloads else [])

@@ -94,7 +94,7 @@ class ReplaySource(Source):
                     progress.next_pass()
                 group = Run.empty()
                 for run in recording.runs(ctx.batch_size):
-                    size = size or batch_events(ctx.batch_size, run.raws)
+                    size = size or batch_events(ctx.batch_size, [raw.rstrip(b"\r\n") for raw in run.raws])
                     start = 0
                     if paced:  # cut the run where a message is not due yet: what is before it goes now
                         for i, at in enumerate(run.at):
