@@ -288,7 +288,7 @@ def test_an_hfp_sort_key_is_taken_as_text_exactly_when_it_is_a_time(moment, plac
     microsecond, is sorted by those bytes (``_hfp_keys``); anything else, one character changed, is not (it is
     parsed and rewritten so, or reported): the text check accepts what ``datetime`` reads, and nothing more."""
     key = moment.isoformat(timespec="microseconds").encode() + b"Z "
-    assert recording._hfp_keys([key + b"/hfp/v2/x {}"]) == [key]
+    assert recording._hfp_keys([key + b"/hfp/v2/x {}"]) == ([key], True)
     assert recording.hfp_key_us(key) == receive_time_us(key.decode().strip())
     assert recording.hfp_key(receive_time_us(key.decode().strip())) == key
     changed = key[:place] + bytes([char]) + key[place + 1:]
@@ -316,7 +316,7 @@ def test_a_block_of_hfp_keys_is_taken_as_text_exactly_when_each_one_is(start, of
                if start + timedelta(microseconds=us) <= datetime.max]
     assume(moments)
     keys = [m.isoformat(timespec="microseconds").encode() + b"Z " for m in moments]
-    assert recording._hfp_keys([key + b"/hfp/v2/x {}" for key in keys]) == keys
+    assert recording._hfp_keys([key + b"/hfp/v2/x {}" for key in keys]) == (keys, keys == sorted(keys))
     i = which % len(keys)
     keys[i] = keys[i][:place] + bytes([char]) + keys[i][place + 1:]
     try:
@@ -325,7 +325,7 @@ def test_a_block_of_hfp_keys_is_taken_as_text_exactly_when_each_one_is(start, of
     except ValueError:
         as_written = False
     taken = recording._hfp_keys([key + b"/hfp/v2/x {}" for key in keys])
-    assert (taken == keys) if as_written else (taken is None)
+    assert (taken == (keys, keys == sorted(keys))) if as_written else (taken is None)
 
 
 def test_receive_times_in_every_spelling() -> None:

@@ -57,6 +57,8 @@ class Run:
     payloads: list[Payload]
     file: int | None = None
     """The one file all the messages come from, if they do (their ids then share a prefix)."""
+    in_order: bool | None = None
+    """Whether ``at`` is known to be nondecreasing (None: not known; ``_File.fill`` checks)."""
 
     def __len__(self) -> int:
         return len(self.at)
@@ -134,8 +136,9 @@ _HFP_KEY_LAYOUT = b"0000-00-00T00:00:00.000000Z "
 _DIGITS_AS_ZERO = bytes(b"0"[0] if b"0"[0] <= byte <= b"9"[0] else byte for byte in range(256))
 
 
-def _hfp_keys(lines: list[bytes]) -> list[bytes] | None:
-    """The sort keys of HFP lines (``HFP_KEY_BYTES``), or None if some line does not start with a time so written.
+def _hfp_keys(lines: list[bytes]) -> tuple[list[bytes], bool] | None:
+    """The sort keys of HFP lines (``HFP_KEY_BYTES``) and whether they are in order, or None if some line does not
+    start with a time so written.
 
     Times of one layout in one zone sort as text sorts, so the merge compares keys as bytes, converting none to a
     number. Whether every key is such a time is checked on all of them at once, in C: their layout by one
@@ -147,14 +150,15 @@ def _hfp_keys(lines: list[bytes]) -> list[bytes] | None:
     keys = [line[:HFP_KEY_BYTES] for line in lines]
     joined = b"".join(keys)
     if not keys:
-        return keys
+        return keys, True
     if joined.translate(_DIGITS_AS_ZERO) != _HFP_KEY_LAYOUT * len(keys):
         return None
     first, last = keys[0], keys[-1]
-    if (first[:13] == last[:13] and keys == sorted(keys) and _HFP_KEYS.fullmatch(first + last)
+    in_order = keys == sorted(keys)
+    if (in_order and first[:13] == last[:13] and _HFP_KEYS.fullmatch(first + last)
             and not joined[17::HFP_KEY_BYTES].translate(None, b"012345")):
-        return keys
-    return keys if _HFP_KEYS.fullmatch(joined) else None
+        return keys, in_order
+    return (keys, in_order) if _HFP_KEYS.fullmatch(joined) else None
 
 
 def hfp_key(at_us: int) -> bytes:
@@ -328,9 +332,11 @@ class Recording:
         lines are skipped, a line without a readable time is reported and left out. The lines keep their line ends:
         the decoder skips them, and a stripped copy of every line cost the merge more than all its sorting (its
         copies were made long before they were decoded: BENCHMARKS.md, replay)."""
-        keys = _hfp_keys(lines)
-        if keys is not None:  # the common case: every line starts with a time as HSL's recorders write it
-            return Run(keys, [order] * len(keys), list(range(first, first + len(lines))), lines, [], file=order)
+        checked = _hfp_keys(lines)
+        if checked is not None:  # the common case: every line starts with a time as HSL's recorders write it
+            keys, in_order = checked
+            return Run(keys, [order] * len(keys), list(range(first, first + len(lines))), lines, [], file=order,
+                       in_order=in_order)
         keys, numbers, raws = [], [], []
         for number, line in enumerate(lines, start=first):
             text = line.rstrip(b"\r\n")
@@ -392,7 +398,8 @@ class _File:
                 self.block, self.pos = block, 0
                 at = block.at
                 latest = at[0] if self._latest is None else self._latest
-                if at[0] >= latest and at == sorted(at):  # in order, as recorders write (checked in C)
+                in_order = block.in_order if block.in_order is not None else at == sorted(at)  # checked in C
+                if at[0] >= latest and in_order:  # as recorders write
                     self.keys = at
                 else:
                     self.keys = list(accumulate(at, max, initial=latest))[1:]
