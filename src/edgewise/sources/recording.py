@@ -133,6 +133,8 @@ _HFP_KEYS = re.compile(  # dates as datetime takes them (month lengths, leap yea
     rb"(?:(?!0000)(?:\d{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)"
     rb"|" + _LEAP_YEAR + rb"-02-29)T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z )*")
 _HFP_KEY_LAYOUT = b"0000-00-00T00:00:00.000000Z "
+_DATE_AND_HOUR = len(b"YYYY-MM-DDTHH")
+_TENS_OF_SECONDS = len(b"YYYY-MM-DDTHH:MM:")
 _DIGITS_AS_ZERO = bytes(b"0"[0] if b"0"[0] <= byte <= b"9"[0] else byte for byte in range(256))
 
 
@@ -155,8 +157,8 @@ def _hfp_keys(lines: list[bytes]) -> tuple[list[bytes], bool] | None:
         return None
     first, last = keys[0], keys[-1]
     in_order = keys == sorted(keys)
-    if (in_order and first[:13] == last[:13] and _HFP_KEYS.fullmatch(first + last)
-            and not joined[17::HFP_KEY_BYTES].translate(None, b"012345")):
+    if (in_order and first[:_DATE_AND_HOUR] == last[:_DATE_AND_HOUR] and _HFP_KEYS.fullmatch(first + last)
+            and not joined[_TENS_OF_SECONDS::HFP_KEY_BYTES].translate(None, b"012345")):
         return keys, in_order
     return (keys, in_order) if _HFP_KEYS.fullmatch(joined) else None
 
