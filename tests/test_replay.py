@@ -31,6 +31,7 @@ from tests.conftest import ROOT
 
 HSL = ROOT / "data" / "hsl-hfp-apc-dumps"
 T0 = 1_700_000_000_000_000  # 2023-11-14T22:13:20Z in µs
+HOUR_US = 3_600_000_000
 
 
 SPELLINGS = ("Z", "+02:00", "ms")
@@ -108,8 +109,7 @@ def test_files_merge_in_receive_order_and_every_line_arrives_once(tmp_path_facto
     ``spellings`` mixes receive times written as HSL's recorders write them (compared as text) with others."""
     with pytest.MonkeyPatch.context() as patch:
         if read_bytes is not None:
-            patch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
-            patch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+            patch.setattr(recording, "BLOCK_BYTES", read_bytes)
         merged_as_oracle_says(tmp_path_factory.mktemp("rec"), files, speed, in_order, spellings)
 
 
@@ -173,8 +173,7 @@ def test_a_recording_with_crlf_line_ends_replays_as_the_same_recording_with_lf(t
     """Oracle: the bundled recordings as they are. Written with ``\\r\\n``, read in blocks that cut some lines
     between their ``\\r`` and ``\\n``: the same messages, ids, order and duplicates left out; no ``\\r`` in a line."""
     if read_bytes is not None:
-        monkeypatch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
-        monkeypatch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+        monkeypatch.setattr(recording, "BLOCK_BYTES", read_bytes)
     for path in sorted(HSL.glob("*/hfp.dump")):
         target = tmp_path / path.parent.name / "hfp.dump"
         target.parent.mkdir()
@@ -196,8 +195,7 @@ def test_the_bytes_read_reach_the_recordings_size_exactly(tmp_path: Path, monkey
     """What the progress bar counts: at the end of a replay, every byte of every file once (lines with their
     ends, a last line without one included)."""
     if read_bytes is not None:
-        monkeypatch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
-        monkeypatch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+        monkeypatch.setattr(recording, "BLOCK_BYTES", read_bytes)
     for veh in (1, 2):
         lines = [hfp_line(T0 + i * 1_000_000, veh, i).encode() for i in range(7)]
         (tmp_path / f"{veh}.dump").write_bytes(b"\n".join(lines).replace(b"\n", end or b"\n") + end)
@@ -211,8 +209,7 @@ def test_dedupe_lines_keeps_one_of_each_line_the_overlapping_recordings_share(mo
     """Oracle: the distinct lines of all the bundled recordings (four of them record the same bus, same times);
     also with the merge reading a few lines of each file at a time (an instant's lines split across blocks)."""
     if read_bytes is not None:
-        monkeypatch.setattr(recording, "READ_BUDGET_BYTES", read_bytes)
-        monkeypatch.setattr(recording, "MIN_READ_BYTES", read_bytes)
+        monkeypatch.setattr(recording, "BLOCK_BYTES", read_bytes)
     distinct = set()
     for path in sorted(HSL.glob("*/hfp.dump")):
         distinct |= {line.rstrip(b"\r\n") for line in path.read_bytes().splitlines() if line.strip()}
@@ -301,17 +298,25 @@ def test_an_hfp_sort_key_is_taken_as_text_exactly_when_it_is_a_time(moment, plac
 
 
 @settings(max_examples=300)
-@given(st.datetimes(), st.lists(st.integers(0, 3_599_999_999), min_size=1, max_size=40), st.booleans(),
-       st.integers(0, 10**6), st.integers(0, 27), st.sampled_from(b"0123456789-T:.Z +x"))
+@given(st.datetimes(), st.lists(st.integers(0, 3_599_999_999) | st.integers(0, 40 * HOUR_US), min_size=1,
+                                max_size=40),
+       st.booleans(), st.integers(0, 10**6), st.integers(0, 27), st.sampled_from(b"0123456789-T:.Z +x"))
 @example(datetime(2024, 2, 13, 16), [0, 1, 2], True, 1, 14, ord("9"))  # minute 90 between two good keys
 @example(datetime(2024, 2, 13, 16), [0, 1, 61_000_000], True, 1, 17, ord("9"))  # second 90, still in order
 @example(datetime(2024, 2, 28, 23), [0, 3_599_999_999], True, 0, 9, ord("9"))  # the block ends on Feb 29th
+@example(datetime(2024, 2, 13, 16), [0, HOUR_US, HOUR_US + 1, HOUR_US + 2, 2 * HOUR_US], True, 2, 14, ord("9"))
+# minute 90 in the middle of the middle one of three hours (out of order then)
+@example(datetime(2024, 2, 13, 16), [0, HOUR_US, HOUR_US + 1, HOUR_US + 2, 2 * HOUR_US], True, 3, 14, ord("9"))
+# minute 90 in the last key of the middle hour (still in order)
+@example(datetime(2024, 2, 28, 22), [0, HOUR_US, 2 * HOUR_US], True, 2, 9, ord("9"))  # the third hour on Feb 29th
+@example(datetime(2024, 2, 13), [h * HOUR_US for h in range(12)], True, 10, 14, ord("9"))  # more hours than are
+# checked one by one, minute 90 in the 11th
 def test_a_block_of_hfp_keys_is_taken_as_text_exactly_when_each_one_is(start, offsets_us, in_order, which, place,
                                                                          char) -> None:
-    """Oracle: ``datetime``, key by key. A block's keys are checked together (``_hfp_keys``: by their layout, the
-    first and the last key, and the tens of minutes and seconds, when the block is in order within an hour); one
-    key changed anywhere in the block, in order or not, makes the block's keys not taken exactly when that key is
-    not a time as HSL writes it."""
+    """Oracle: ``datetime``, key by key. A block's keys are checked together (``_hfp_keys``: by their layout, and,
+    when the block is in order, an hour at a time by the first and the last key and every key's tens of seconds);
+    one key changed anywhere in the block, in order or not, within an hour or across many, makes the block's keys
+    not taken exactly when that key is not a time as HSL writes it."""
     moments = [start + timedelta(microseconds=us) for us in (sorted(offsets_us) if in_order else offsets_us)
                if start + timedelta(microseconds=us) <= datetime.max]
     assume(moments)

@@ -144,23 +144,44 @@ def _hfp_keys(lines: list[bytes]) -> tuple[list[bytes], bool] | None:
 
     Times of one layout in one zone sort as text sorts, so the merge compares keys as bytes, converting none to a
     number. Whether every key is such a time is checked on all of them at once, in C: their layout by one
-    ``translate`` (every digit made ``0``); then, when the keys are in order and the first and the last share their
-    date and hour, those two keys by ``_HFP_KEYS`` and the others' tens of seconds as every 28th byte (a text
-    between two others shares the bytes they share, and its minute is at most the last one's; its second is not
-    bounded so). Other blocks (keys out of order, a block across an hour) are checked by ``_HFP_KEYS`` whole, which
-    costs several times more (BENCHMARKS.md, replay)."""
+    ``translate`` (every digit made ``0``); then, when the keys are in order, by ``_in_order_keys_are_times``;
+    other blocks by ``_HFP_KEYS`` whole, which costs several times more (BENCHMARKS.md, replay)."""
     keys = [line[:HFP_KEY_BYTES] for line in lines]
-    joined = b"".join(keys)
     if not keys:
         return keys, True
+    joined = b"".join(keys)
     if joined.translate(_DIGITS_AS_ZERO) != _HFP_KEY_LAYOUT * len(keys):
         return None
-    first, last = keys[0], keys[-1]
     in_order = keys == sorted(keys)
-    if (in_order and first[:_DATE_AND_HOUR] == last[:_DATE_AND_HOUR] and _HFP_KEYS.fullmatch(first + last)
-            and not joined[_TENS_OF_SECONDS::HFP_KEY_BYTES].translate(None, b"012345")):
+    if in_order and _in_order_keys_are_times(keys, joined):
         return keys, in_order
     return (keys, in_order) if _HFP_KEYS.fullmatch(joined) else None
+
+
+_MAX_HOURS_CHECKED_APART = 8
+"""A block of keys in order spanning more hours than this is checked by ``_HFP_KEYS`` whole: one check per hour
+would cost more."""
+
+
+def _in_order_keys_are_times(keys: list[bytes], joined: bytes) -> bool:
+    """Whether keys in order and in ``_HFP_KEY_LAYOUT`` (``joined``: the keys joined) are all times, checked an
+    hour at a time: within an hour, the first and the last key by ``_HFP_KEYS``, and every key's tens of seconds
+    as every 28th byte. A text between two others shares the bytes they share (the date and hour), and its minute
+    is between theirs; its second is not bounded so. False also where the block spans too many hours to be worth
+    it (``_MAX_HOURS_CHECKED_APART``)."""
+    if joined[_TENS_OF_SECONDS::HFP_KEY_BYTES].translate(None, b"012345"):
+        return False
+    start = 0
+    for _ in range(_MAX_HOURS_CHECKED_APART):
+        hour = keys[start][:_DATE_AND_HOUR]
+        # the first key of a later hour: every key of this hour is ``hour`` followed by bytes below 0xff
+        stop = bisect_left(keys, hour + b"\xff", start)
+        if not _HFP_KEYS.fullmatch(keys[start] + keys[stop - 1]):
+            return False
+        if stop == len(keys):
+            return True
+        start = stop
+    return False
 
 
 def hfp_key(at_us: int) -> bytes:
@@ -177,9 +198,10 @@ def hfp_key_us(key: bytes) -> int:
     return _epoch_us(_iso(key[:HFP_KEY_BYTES - 2].decode()))
 
 
-READ_BUDGET_BYTES = 4 << 20
-"""What the merge holds of all files at once, split between the files (at least ``MIN_READ_BYTES`` each)."""
-MIN_READ_BYTES = 64 * 1024
+BLOCK_BYTES = 64 * 1024
+"""How much of each file the merge reads at a time. Larger blocks save little (the merge works on whole blocks
+already) and hold more of the lines outside the CPU's caches until they are decoded: a single file read 4 MB at a
+time replayed slower than the ``file`` source reads it (BENCHMARKS.md, replay)."""
 
 
 class Recording:
@@ -276,8 +298,7 @@ class Recording:
         return run
 
     def _merged(self) -> Iterator[Run]:
-        block = max(MIN_READ_BYTES, READ_BUDGET_BYTES // max(1, len(self.files)))
-        files = [_File(order, self._blocks(path, order, block)) for order, (path, _) in enumerate(self.files)]
+        files = [_File(order, self._blocks(path, order, BLOCK_BYTES)) for order, (path, _) in enumerate(self.files)]
         # Two heaps of (key, file order): where each open file's buffered lines end, and where they start.
         ends = [f.end() for f in files if f.fill()]
         heads = [f.head() for f in files if f.pos < len(f.keys)]
