@@ -30,6 +30,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from common import ratio_stats, timed, write_result  # noqa: E402
 
 from edgewise.clock import SystemClock  # noqa: E402
 from edgewise.config import BuildContext  # noqa: E402
+from edgewise.events import Batch  # noqa: E402
 from edgewise.sources.base import Source, SourceContext  # noqa: E402
 from edgewise.sources.file import FileSource, FileSourceConfig  # noqa: E402
 from edgewise.sources.recording import HFP_KEY_BYTES  # noqa: E402
@@ -105,14 +107,18 @@ SAME_STREAM = ("sequential", "one-file")
 
 def same_stream(built: dict[str, Source]) -> bool:
     """Whether the two sources give the same events in the same order (untimed, checked before the rounds)."""
-    events = [[(i, p) for batch in source.read(SourceContext(SystemClock(), print, batch_size=1024))
-               for i, p in zip(batch.ids(), batch.payloads, strict=True)] for source in built.values()]
+    events = [[(i, p) for batch in batches(source) for i, p in zip(batch.ids(), batch.payloads, strict=True)]
+              for source in built.values()]
     return events[0] == events[1]
 
 
+def batches(source: Source) -> Iterator[Batch]:
+    """The source's batches, read as both sources are read here (the default batch size)."""
+    return source.read(SourceContext(SystemClock(), print, batch_size=1024))
+
+
 def read_all(source: Source) -> int:
-    ctx = SourceContext(SystemClock(), print, batch_size=1024)
-    return sum(len(batch) for batch in source.read(ctx))
+    return sum(len(batch) for batch in batches(source))
 
 
 def main() -> int:
