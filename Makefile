@@ -23,11 +23,12 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 
 install: $(BIN)/.installed  ## create .venv and install edgewise with its dev tools and the spark extra (PySpark)
 
-run: $(BIN)/.core  ## the showcase: HSL buses replayed live into an edge daemon, on a map (edge core only, no Spark)
-	$(BIN)/python examples/hsl/showcase.py
+CITY ?= austin
+run: $(BIN)/.core  ## the showcase: a day of Austin's bus fleet replayed live into an edge daemon, on a map (edge core only; CITY=helsinki: HSL's HFP recordings)
+	$(BIN)/python examples/showcase.py --city $(CITY)
 
 run-hub: $(BIN)/.installed  ## the showcase with its cells pipeline also on Spark, over the daemon's spool, onto the same map (needs Java 17)
-	$(BIN)/python examples/hsl/showcase.py --hub
+	$(BIN)/python examples/showcase.py --city helsinki --hub
 
 # the suite's time is mostly waiting (Spark micro-batches, daemons, a browser): three workers on two cores
 TEST_WORKERS ?= 3

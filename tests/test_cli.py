@@ -145,6 +145,10 @@ def test_an_internal_error_is_one_line_and_exit_70(monkeypatch: pytest.MonkeyPat
     assert "`edgewise run`: RuntimeError: boom (at edgewise/" in lines[0] and "--debug" in lines[0]
     with pytest.raises(RuntimeError, match="boom"):
         main(["--debug", "run", str(p), str(data)])
+    # the hint's own form works too: the flag after the command
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["run", str(p), str(data), "--debug"])
+    assert main(["run", str(p), str(data)]) == 70  # and without it, neither form leaks into the next call
 
 
 def test_keep_open_without_once_is_refused_before_spark_starts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,10 +6,13 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
+
 from edgewise.clock import FakeClock
 from edgewise.config import load_text_plan
 from edgewise.engine.idle import Idleness
 from edgewise.engine.local import LocalEngine
+from edgewise.errors import ConfigError
 from edgewise.events import Batch
 from edgewise.testing import ListSink
 
@@ -43,6 +46,25 @@ def test_event_time_moves_on_only_when_every_source_is_quiet() -> None:
     assert idle.advance_by(5_500_000) == 500_000  # then by each tick's elapsed time, never twice
     idle.arrived("b", 6_000_000)
     assert idle.advance_by(7_000_000) == 0
+
+
+def test_a_replayed_source_keeps_its_recorded_pace_while_idle() -> None:
+    """idle_speed: a source fed at 1200x its recorded pace moves event time 1200 s a second once quiet; with
+    several sources the slowest speed holds."""
+    idle = Idleness({"replay": 2_000_000}, {"replay": 1200.0})
+    idle.start(0)
+    idle.arrived("replay", 1_000_000)
+    assert idle.advance_by(2_500_000) == 0
+    assert idle.advance_by(3_000_000) == 2_000_000 * 1200
+    assert idle.advance_by(3_001_000) == 1_000 * 1200
+    both = Idleness({"replay": 2_000_000, "live": 2_000_000}, {"replay": 1200.0, "live": 1.0})
+    both.start(0)
+    assert both.advance_by(3_000_000) == 3_000_000
+
+
+def test_idle_speed_is_checked_at_load() -> None:
+    with pytest.raises(ConfigError, match="idle_speed"):
+        load_text_plan("version: 1\nsources: [{id: a, type: http, idle_speed: 0}]\npipelines: [{id: p, steps: []}]\n")
 
 
 def engine(clock: FakeClock, timeouts: dict[str, int | None]) -> tuple[LocalEngine, dict[str, ListSink]]:

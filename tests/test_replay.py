@@ -137,6 +137,35 @@ def merged_as_oracle_says(base: Path, files: list[list[int]], speed: float | str
                 assert 0 <= due - ingest < MIN_WAIT_S * 1_000_000
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 5_000), max_size=12), min_size=1, max_size=4),
+       st.sampled_from(["hfp", "ndjson"]), st.sampled_from([1, 200, None]))
+def test_order_time_replays_every_line_sorted_by_receive_time(tmp_path_factory, files, fmt, read_bytes) -> None:
+    """``order: time``, for recordings not written in time order (grouped per vehicle): every line of every file
+    once, in receive order; ties in file order, then line order. Oracle: Python's sort of (time, file, line)."""
+    base = tmp_path_factory.mktemp("rec")
+    lines = []
+    for k, offsets_ms in enumerate(files):
+        path = base / f"day{k}" / ("hfp.dump" if fmt == "hfp" else "rec.ndjson")
+        if fmt == "hfp":
+            write_recording(path, [ms / 1000 for ms in offsets_ms], veh=k)
+        else:
+            path.parent.mkdir(parents=True)
+            path.write_text("".join(f'{{"ts": {ms}, "k": {k}}}\n' for ms in offsets_ms))
+        lines += [(ms, k, i + 1) for i, ms in enumerate(offsets_ms)]
+    name = "hfp.dump" if fmt == "hfp" else "rec.ndjson"
+    expected = [f"r:day{k}/{name}:{line}" for _, k, line in sorted(lines)]
+    options: dict[str, object] = {"order": "time", "speed": "max"}
+    if fmt == "ndjson":
+        options.update(format="ndjson", time_field="ts", time_unit="ms")
+    with pytest.MonkeyPatch.context() as patch:
+        if read_bytes is not None:
+            patch.setattr(recording, "BLOCK_BYTES", read_bytes)
+        batches, problems = read(source(base / "*" / name, **options), batch_size=5)
+    assert problems == []
+    assert [i for _, ids, _ in batches for i in ids] == expected
+
+
 def test_replay_gives_the_events_and_ids_the_file_source_gives(tmp_path: Path) -> None:
     """On the bundled recordings: the same (id, payload) pairs as ``type: file``, in receive order."""
     replayed, problems = read(source(HSL / "*" / "hfp.dump", speed="max"))

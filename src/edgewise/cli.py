@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug or os.environ.get("EDGEWISE_DEBUG"):
             raise
         print(f"edgewise: internal error in `edgewise {args.command}`: {unexpected(exc)}. This is a bug in "
-              "edgewise; run again with --debug for the traceback", file=sys.stderr)
+              "edgewise (exit code 70); run again with --debug for the traceback", file=sys.stderr)
         return EXIT_INTERNAL
 
 
@@ -323,6 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--time-field", default=None, metavar="FIELD",
                         help="the field holding the receive time (needed for ndjson, csv, clf)")
     replay.add_argument("--time-unit", default="s", choices=["s", "ms", "us"], help="of numeric receive times")
+    replay.add_argument("--order", default="files", choices=["files", "time"],
+                        help="files (default): each file as written, the files merged by receive time; time: read "
+                        "the whole recording first and send it sorted by receive time (a recording not written in "
+                        "time order, e.g. grouped per vehicle)")
     replay.add_argument("--token", default=os.environ.get("EDGEWISE_TOKEN"),
                         help="bearer token for an http target (default $EDGEWISE_TOKEN)")
     replay.add_argument("--progress", default="auto", choices=["auto", "on", "off"],
@@ -347,6 +351,9 @@ def build_parser() -> argparse.ArgumentParser:
     functions = sub.add_parser("functions", help="list the functions expressions may call")
     functions.add_argument("--markdown", action="store_true", help="as the reference table in docs/")
     functions.set_defaults(handler=cmd_functions)
+    for command in sub.choices.values():  # `edgewise serve FILE --debug` as well as `edgewise --debug serve FILE`
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="show the Python traceback of an internal error (also: EDGEWISE_DEBUG=1)")
     return parser
 
 
@@ -673,7 +680,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         config = ReplaySourceConfig(
             id="replay", path=args.recording, format=args.format, time_field=args.time_field,
             time_unit=args.time_unit, speed=args.speed, max_gap=args.max_gap, loop=args.loop,
-            dedupe_lines=args.dedupe_lines, progress=args.progress)
+            dedupe_lines=args.dedupe_lines, order=args.order, progress=args.progress)
     except ValidationError as exc:
         problems = "; ".join(f"--{'-'.join(str(p) for p in e['loc']).replace('_', '-')}: {e['msg']}"
                              if e["loc"] else e["msg"] for e in exc.errors())

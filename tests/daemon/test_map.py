@@ -128,3 +128,59 @@ def shown_time(t: float) -> str:
 
 def window_end(start: str) -> float:
     return datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp() + 30
+
+
+@pytest.mark.slow
+def test_the_austin_showcase_draws_a_moving_fleet_over_its_own_backdrop(browser: Browser, tmp_path: Path) -> None:
+    """`make run` as a user watches it: the page opened as soon as the showcase prints its address shows vehicles
+    within 10 s, then many at once, cells coloured from 0 (legend), the backdrop of every position (as many tiles
+    as a plain count of the recording gives) and a scale bar. A screenshot is kept (EDGEWISE_TEST_ARTIFACTS)."""
+    import math
+    import shutil
+
+    from tests.austin_oracle import RECORDING
+
+    for city in ("austin", "hsl"):
+        (tmp_path / "examples" / city).mkdir(parents=True)
+        shutil.copy(ROOT / "examples" / city / "live.yaml", tmp_path / "examples" / city / "live.yaml")
+    shutil.copy(ROOT / "examples" / "showcase.py", tmp_path / "examples" / "showcase.py")
+    (tmp_path / "data").symlink_to(ROOT / "data")
+    # at 2400x the day takes about 30 s
+    show = subprocess.Popen([sys.executable, "examples/showcase.py", "--speed", "2400", "--no-stay"], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert show.stdout is not None
+        url = None
+        for line in show.stdout:
+            if "showcase: the map:" in line:
+                url = line.split()[-1]
+                break
+        assert url and url.endswith("/ui/map?vehicle_ttl=600"), url
+        page = browser.open(url)
+        page.wait_for("vehicles.size > 0", timeout=10)  # the first vehicles within 10 s of the address
+        page.wait_for("vehicles.size >= 40 && cells.size >= 20", timeout=60)
+        tiles = set()
+        with open(RECORDING) as f:
+            header = f.readline().rstrip("\n").split(",")
+            lat_at, lon_at = header.index("latitude"), header.index("longitude")
+            for line in f:
+                row = line.rstrip("\n").split(",")
+                lat, lon = float(row[lat_at]), float(row[lon_at])
+                n = 2 ** 17
+                tiles.add((int((lon + 180) / 360 * n),
+                           int((1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * n)))
+        assert page.wait_for("density && density.tiles.length") == len(tiles)
+        assert page.evaluate("density.tiles.reduce((s, t) => s + t[2], 0)") == 32038
+        assert page.text("legend-min") == "0"  # counts and speeds are coloured from 0
+        assert float(page.text("legend-max")) > 0
+        assert page.evaluate("$('metric').value") == "avg_speed_kmh"
+        artefact = Path(os.environ.get("EDGEWISE_TEST_ARTIFACTS", tmp_path))
+        artefact.mkdir(parents=True, exist_ok=True)
+        page.screenshot(artefact / "austin-map.png")
+        rest = show.communicate(timeout=240)[0]
+        assert show.returncode == 0, rest
+        assert "0 late" in rest
+    finally:
+        if show.poll() is None:
+            show.kill()
+            show.wait()

@@ -1,8 +1,9 @@
-"""`make run-hub`: the showcase with its `cells` pipeline also on Spark (examples/hsl/showcase.py --hub). While the
-replay runs, `edgewise spark --once --keep-open` reads the segments the edge daemon has sealed, again and again on
-one checkpoint, and after it one `--once` closes the last windows; the runs post their cell results to the daemon's
-live channel `hub-cells`. Spark's cells, over all the runs, must equal a plain batch computation over the same lines
-and the edge's own, and the map's channel must have received every one of them. Runs in a copy of the tree."""
+"""`make run-hub`: the showcase with its `cells` pipeline also on Spark (examples/showcase.py --city helsinki
+--hub). While the replay runs, `edgewise spark --once --keep-open` reads the segments the edge daemon has sealed,
+again and again on one checkpoint, and after it one `--once` closes the last windows; the runs post their cell
+results to the daemon's live channel `hub-cells`. Spark's cells, over all the runs, must equal a plain batch
+computation over the same lines and the edge's own, and the map's channel must have received every one of them.
+Runs in a copy of the tree."""
 
 from __future__ import annotations
 
@@ -32,11 +33,11 @@ def _cells(db: Path) -> dict[tuple[str, str], tuple[int, int]]:
 def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path: Path) -> None:
     (tmp_path / "examples" / "hsl").mkdir(parents=True)
     (tmp_path / "data").symlink_to(ROOT / "data")
-    for name in ("live.yaml", "showcase.py"):
-        shutil.copy(ROOT / "examples" / "hsl" / name, tmp_path / "examples" / "hsl" / name)
+    shutil.copy(ROOT / "examples" / "hsl" / "live.yaml", tmp_path / "examples" / "hsl" / "live.yaml")
+    shutil.copy(ROOT / "examples" / "showcase.py", tmp_path / "examples" / "showcase.py")
     # at 60x the replay lasts about half a minute: long enough for Spark runs while it goes on
-    done = subprocess.run([sys.executable, "examples/hsl/showcase.py", "--hub", "--speed", "60", "--no-stay"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    done = subprocess.run([sys.executable, "examples/showcase.py", "--city", "helsinki", "--hub", "--speed", "60",
+                           "--no-stay"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     run_dir = tmp_path / "out" / "showcase"
     log = (run_dir / "hub.log").read_text(errors="replace") if (run_dir / "hub.log").exists() else ""
     assert done.returncode == 0, done.stdout + done.stderr + log[-3000:]

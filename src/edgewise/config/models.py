@@ -111,6 +111,10 @@ class SourceConfig(Model):
     idle_timeout: Duration | None = Field(
         None, description="edge daemon: once every source has been quiet this long, event time moves on with "
         "processing time, so windows close and event-time completions time out (default 30s; 0: never)")
+    idle_speed: float = Field(
+        1.0, gt=0, allow_inf_nan=False, description="edge daemon: how fast event time moves on once every source "
+        "is idle, in times the clock (1: real time). A source fed by a recording replayed at speed N keeps its "
+        "recorded pace with N")
 
 
 class SinkConfig(Model):

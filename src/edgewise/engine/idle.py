@@ -20,8 +20,11 @@ if TYPE_CHECKING:
 
 
 class Idleness:
-    def __init__(self, timeouts_us: Mapping[str, int | None]) -> None:
+    def __init__(self, timeouts_us: Mapping[str, int | None], speeds: Mapping[str, float] | None = None) -> None:
         self.timeouts = {s: t for s, t in timeouts_us.items()}
+        self.speed = min((speeds or {}).values(), default=1.0)
+        """Event time per unit of processing time while idle: the slowest source's ``idle_speed`` (a replay at
+        1200x sets 1200, so its quiet keeps the recording's pace; a source of live data keeps 1)."""
         self.last: dict[str, int] = {}
         self._credited_to: int | None = None
 
@@ -41,7 +44,7 @@ class Idleness:
 
     def advance_by(self, now_us: int) -> int:
         """How far (µs) event time moves on now: 0 unless every source is idle; then the processing time since the
-        last arrival, or since the last call that moved it."""
+        last arrival, or since the last call that moved it, times ``speed``."""
         if not self.enabled or not self.last:
             return 0
         for source, timeout in self.timeouts.items():
@@ -49,7 +52,7 @@ class Idleness:
                 return 0
         since = max(self.last.values()) if self._credited_to is None else self._credited_to
         self._credited_to = now_us
-        return max(0, now_us - since)
+        return max(0, round((now_us - since) * self.speed))
 
 
 def unused_idle_timeouts(sources: Iterable[SourceConfig], engine: str) -> list[str]:

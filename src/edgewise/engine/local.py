@@ -102,7 +102,7 @@ class LocalEngine:
         """The daemon's live channels, for ``live`` sinks (None outside the daemon)."""
         self.head: FusedHead | None = head_of(plan, [steps for _, steps, _ in self.pipelines])
         """The only pipeline's first steps fused with decoding (``fused.py``), where they can be."""
-        self.idleness = Idleness(idle_timeouts or {})
+        self.idleness = Idleness(idle_timeouts or {}, {s.id: s.idle_speed for s in plan.sources})
         """Event time that moves on while every source is quiet (the daemon's ``idle_timeout``s; ``idle.py``)."""
         self._last_commit_us = 0
 

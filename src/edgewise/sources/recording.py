@@ -216,7 +216,8 @@ class Recording:
 
     def __init__(self, files: list[tuple[str, str]], *, fmt: RecordingFormat, decoder: LineDecoder | None,
                  time_field: str, time_unit: TimeUnit = "s", delimiter: str = ",", columns: list[str] | None = None,
-                 dedupe_lines: bool = False, malformed: Callable[[str], None]) -> None:
+                 dedupe_lines: bool = False, in_time_order: bool = False,
+                 malformed: Callable[[str], None]) -> None:
         self.files = files
         """``(path, name)`` of each file, in name order."""
         self.fmt = fmt
@@ -226,6 +227,9 @@ class Recording:
         self.delimiter = delimiter
         self.columns = columns
         self.dedupe_lines = dedupe_lines
+        self.in_time_order = in_time_order
+        """Read the whole recording, then replay it sorted by receive time (``order: time``): for recordings whose
+        lines are not in time order (grouped per vehicle, say), which a merge of files would replay as written."""
         self.malformed = malformed
         self.duplicates = 0
         """Lines left out by ``dedupe_lines`` so far."""
@@ -246,13 +250,25 @@ class Recording:
         messages. ``hfp`` runs come undecoded (``payloads`` empty): ``decoded`` decodes what goes out, as late as
         possible."""
         self._instant, self._seen = None, set()
-        for merged in self._merged():
+        for merged in (self._all_in_time_order(),) if self.in_time_order else self._merged():
             for start in range(0, len(merged), size):
                 run = merged.slice(start, start + size) if start or len(merged) > size else merged
                 if self.dedupe_lines:
                     run = self._deduped(run)
                 if len(run):
                     yield run
+
+    def _all_in_time_order(self) -> Run:
+        """Every line of the recording, stably sorted by receive time (ties: file order, then line order)."""
+        whole = Run.empty()
+        for order, (path, _) in enumerate(self.files):
+            for block in self._blocks(path, order, BLOCK_BYTES):
+                whole.extend(block)
+        places = sorted(range(len(whole)), key=whole.at.__getitem__)
+        # hfp lines come undecoded (no payloads yet): an empty column stays empty
+        run = Run.of([[column[i] for i in places] if column else [] for column in whole._columns()], whole.file)
+        run.in_order = True
+        return run
 
     def _deduped(self, run: Run) -> Run:
         keep = []

@@ -47,7 +47,12 @@ class ReplaySourceConfig(LineFormatOptions):
     loop: bool = Field(False, description="start again at the end (for demos)")
     dedupe_lines: bool = Field(False, description="leave out a line identical to one already replayed at the same "
                                "receive time (overlapping recordings)")
+    order: Literal["files", "time"] = Field(
+        "files", description="files: each file in its own order, the files merged by receive time (streams as it "
+        "reads); time: the whole recording read first and sorted by receive time (for recordings not written in "
+        "time order, e.g. grouped per vehicle; holds the recording in memory)")
     progress: ProgressMode = Field("auto", description="a progress bar on stderr: auto (on a terminal), on, off")
+
     @model_validator(mode="after")
     def _time_known(self) -> ReplaySourceConfig:
         if self.format != "hfp" and not self.time_field:
@@ -76,7 +81,8 @@ class ReplaySource(Source):
         c = self.config
         return Recording(self.paths.named(), fmt=c.format, decoder=self.decoder,
                          time_field=c.time_field or "received_at", time_unit=c.time_unit, delimiter=c.delimiter,
-                         columns=c.columns, dedupe_lines=c.dedupe_lines, malformed=ctx.malformed)
+                         columns=c.columns, dedupe_lines=c.dedupe_lines, in_time_order=c.order == "time",
+                         malformed=ctx.malformed)
 
     def groups(self, ctx: SourceContext, recording: Recording | None = None) -> Iterator[tuple[int, Run]]:
         """The recording, paced: ``(pass, run)`` groups, each sent when its first message is due (messages due

@@ -1,22 +1,30 @@
-"""The showcase `make run` runs: Helsinki buses, replayed live into an edge daemon, on a map in the browser.
+"""The showcase `make run` runs: a real bus fleet replayed live into an edge daemon, on a map in the browser.
 
-1. start `edgewise serve examples/hsl/live.yaml` on 127.0.0.1 (its data in out/showcase/daemon);
+1. start `edgewise serve examples/<city>/live.yaml` on 127.0.0.1 (its data in out/showcase/daemon);
 2. print the map's address (/ui/map) and the operations page's (/ui);
-3. `edgewise replay` the bundled HSL recordings into it at --speed times their recorded pace (the default, 30,
-   makes the demo last about a minute; gaps between recordings of different days are shortened to 2 s);
-4. wait until the daemon has processed everything and print what it did; cell results are in
-   out/showcase/hsl.db (SQLite, table `cells`);
-5. on a terminal, keep the map up until Ctrl-C (the last windows close on it within a minute: the source is idle,
-   so event time moves on with the clock); otherwise wait for those windows, then stop. Ctrl-C stops cleanly.
+3. draw the map's backdrop from the recording itself: every position the recording holds, counted per small map
+   tile (`edgewise replay --speed max --to -`, read here), published once to the daemon's `backdrop` channel;
+4. `edgewise replay` the recording into the daemon at --speed times its recorded pace;
+5. wait until the daemon has processed everything and the last windows have closed, and print what it did; cell
+   results are in out/showcase/<city's db> (SQLite, table `cells`);
+6. on a terminal, keep the map up until Ctrl-C; otherwise stop. Ctrl-C stops cleanly.
 
-With --hub (`make run-hub`) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would, over the
-spool the daemon writes (out/showcase/spool: every message, with its id and event time, a segment sealed at each
-commit). During the replay, `edgewise spark --once --keep-open` runs again and again on one checkpoint: each run
-reads the segments sealed since the last, gives the windows its data's watermark closed and leaves the open ones
-for the next; after the replay one `edgewise spark --once` closes the rest. Its live sink posts the cell results
-to the daemon's channel `hub-cells`, shown by the same map (/ui/map?cells=hub-cells) beside the edge's own; without
---stay the script then compares Spark's cells (out/showcase/hub.db) with the edge's, record by record. --hub needs
-the `spark` extra and Java 17.
+Cities (--city):
+- austin (the default): a real day of Capital Metro's fleet in Austin, TX (2016-11-25: 181 vehicles, 32,038
+  GTFS-realtime positions, data/capmetro-2016-11-25), sorted by the vehicles' clocks and replayed at 1200x (the day
+  in about a minute); cells of about 2 km, 5-minute windows. The daemon's source is idle 10 s after the replay's
+  end, and its event time then moves on at the replay's pace (`idle_speed: 1200`): the last windows close at once.
+- helsinki: HSL's HFP recordings (data/hsl-hfp-apc-dumps: a few buses, MQTT dumps, the HFP path), at 30x their
+  pace; 30 s windows, closed by the idle source's clock (about 45 s after the replay).
+
+With --hub (`make run-hub`, helsinki) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would,
+over the spool the daemon writes (out/showcase/spool: every message, with its id and event time, a segment sealed
+at each commit). During the replay, `edgewise spark --once --keep-open` runs again and again on one checkpoint:
+each run reads the segments sealed since the last, gives the windows its data's watermark closed and leaves the
+open ones for the next; after the replay one `edgewise spark --once` closes the rest. Its live sink posts the cell
+results to the daemon's channel `hub-cells`, shown by the same map (/ui/map?cells=hub-cells) beside the edge's
+own; without --stay the script then compares Spark's cells (out/showcase/hub.db) with the edge's, record by
+record. --hub needs the `spark` extra and Java 17.
 
 out/showcase/ is replaced on every run, never appended to. Only the edge core is needed (no Spark, no services),
 except for --hub.
@@ -27,13 +35,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import math
 import re
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,28 +53,75 @@ import httpx
 import orjson
 import yaml
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-PIPELINE = HERE / "live.yaml"
-RECORDINGS = "data/hsl-hfp-apc-dumps/*/hfp.dump"
-RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sink and spool write here too
+ROOT = Path(__file__).resolve().parent.parent
+RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sinks and spool write here too
 HUB_CHANNEL = "hub-cells"
+BACKDROP_CHANNEL = "backdrop"
+BACKDROP_ZOOM = 17
+"""The backdrop's tiles: about 300 m wide at Austin's latitude, 150 m at Helsinki's."""
+
+
+@dataclass(frozen=True)
+class City:
+    pipeline: str
+    """The pipeline file, relative to the repository."""
+    recording: str
+    replay: tuple[str, ...]
+    """`edgewise replay` options that read the recording (format, receive time, order)."""
+    speed: str
+    db: str
+    """The cells' SQLite file in RUN_DIR (the pipeline file's `cells-db` sink)."""
+    lat: str
+    long: str
+    """The recording's fields holding a position (for the backdrop)."""
+    map_query: str
+    """The map page's options for this fleet (docs/live.md)."""
+    max_gap: str
+    """Silences of the recording longer than this are shortened to it."""
+    last_windows_s: float
+    """After the last message, how long until the idle clock has closed the last windows."""
+
+
+CITIES = {
+    "austin": City(
+        pipeline="examples/austin/live.yaml", recording="data/capmetro-2016-11-25/vehicle_positions.csv",
+        replay=("--format", "csv", "--time-field", "timestamp", "--order", "time"), speed="1200", db="cells.db",
+        lat="latitude", long="longitude", map_query="?vehicle_ttl=600", max_gap="10m",
+        # live.yaml's idle_timeout (10 s); then event time moves on 1200 s a second, past the last window's end
+        # (5 min) and watermark (1 min) in under a second; 2 s to spare
+        last_windows_s=10 + 1 + 2),
+    "helsinki": City(
+        pipeline="examples/hsl/live.yaml", recording="data/hsl-hfp-apc-dumps/*/hfp.dump",
+        replay=("--dedupe-lines",), speed="30", db="hsl.db", lat="lat", long="long", map_query="", max_gap="2s",
+        # live.yaml's idle_timeout (5 s), then event time moves on with the clock until it passes the last
+        # window's end (30 s windows) and watermark (10 s); 2 s to spare
+        last_windows_s=5 + 30 + 10 + 2),
+}
 HUB_SCHEMA = ("event_type STRING, lat DOUBLE, long DOUBLE, tst STRING, spd DOUBLE, "
               "topic STRUCT<operator_id: STRING, vehicle_number: STRING>")
-"""The fields the `cells` pipeline reads, as the replay sends them (HFP's topic levels are text)."""
+"""The fields helsinki's `cells` pipeline reads, as the replay sends them (HFP's topic levels are text)."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--speed", default="30", help="times the recorded pace, or max (default 30: about a minute)")
+    parser.add_argument("--city", choices=sorted(CITIES), default="austin",
+                        help="austin (default): a day of Capital Metro's fleet; helsinki: HSL's HFP recordings")
+    parser.add_argument("--speed", default=None,
+                        help="times the recorded pace, or max (default: 1200 for austin, 30 for helsinki: about a "
+                        "minute)")
     parser.add_argument("--port", type=int, default=0, help="the daemon's port (default 0: a free one)")
     stay = parser.add_mutually_exclusive_group()
     stay.add_argument("--stay", dest="stay", action="store_true", default=None,
                       help="keep the map up after the replay until Ctrl-C (the default on a terminal)")
     stay.add_argument("--no-stay", dest="stay", action="store_false", help="stop when the replay is done")
     parser.add_argument("--hub", action="store_true",
-                        help="also run the cells pipeline on Spark over the daemon's spool, onto the same map")
+                        help="helsinki: also run the cells pipeline on Spark over the daemon's spool, onto the same "
+                        "map")
     args = parser.parse_args(argv)
+    city = CITIES[args.city]
+    if args.hub and args.city != "helsinki":
+        parser.error("--hub runs with --city helsinki (the daemon spools its messages for Spark)")
+    speed = args.speed or city.speed
     edgewise = str(Path(sys.executable).with_name("edgewise"))
     stay_up = sys.stdin.isatty() if args.stay is None else args.stay
     hub: Hub | None = None
@@ -70,24 +129,27 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(RUN_DIR, ignore_errors=True)
     RUN_DIR.mkdir(parents=True)
     with open(RUN_DIR / "daemon.log", "wb") as log:
-        daemon = subprocess.Popen([edgewise, "serve", str(PIPELINE), "--data-dir", str(RUN_DIR / "daemon"),
-                                   "--port", str(args.port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                  preexec_fn=die_with_parent)
+        daemon = subprocess.Popen([edgewise, "serve", str(ROOT / city.pipeline), "--data-dir",
+                                   str(RUN_DIR / "daemon"), "--port", str(args.port)], stdout=log,
+                                  stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=die_with_parent)
+    backdrop = Backdrop(edgewise, city)  # read while the daemon starts
     try:
         url = wait_ready(RUN_DIR / "daemon.log", daemon)
         if url is None:
             print(f"showcase: the daemon did not start; its log:\n{(RUN_DIR / 'daemon.log').read_text()}",
                   file=sys.stderr)
             return 1
-        pace = "as fast as possible" if args.speed == "max" else f"at {args.speed}x their recorded pace"
-        print(f"showcase: the map:        {url}/ui/map\n"
+        pace = "as fast as possible" if speed == "max" else f"at {speed}x their recorded pace"
+        print(f"showcase: the map:        {url}/ui/map{city.map_query}\n"
               f"showcase: the operations: {url}/ui", flush=True)
         if args.hub:
             hub = Hub(edgewise, url)
             print(f"showcase: Spark's cells:  {url}/ui/map?cells={HUB_CHANNEL}", flush=True)
-        print(f"showcase: replaying the HSL recordings {pace} (Ctrl-C stops)", flush=True)
-        replay = subprocess.Popen([edgewise, "replay", RECORDINGS, "--speed", args.speed, "--max-gap", "2s",
-                                   "--dedupe-lines", "--to", f"{url}/v1/events"], cwd=ROOT, preexec_fn=die_with_parent)
+        print(f"showcase: replaying {city.recording} {pace} (Ctrl-C stops)", flush=True)
+        replay = subprocess.Popen([edgewise, "replay", city.recording, *city.replay, "--speed", speed,
+                                   "--max-gap", city.max_gap, "--to", f"{url}/v1/events"], cwd=ROOT,
+                                  preexec_fn=die_with_parent)
+        backdrop.publish(url)
         if hub is not None and not hub.follow(replay):
             replay.terminate()
             return 1
@@ -99,13 +161,13 @@ def main(argv: list[str] | None = None) -> int:
         if hub is not None and not hub.finish():
             return 1
         if not stay_up:  # staying, the map shows them as they close
-            wait_closed(LAST_WINDOWS_S - (time.monotonic() - processed))
-        print(f"showcase: {summary(url)}; cell results in {RUN_DIR.relative_to(ROOT) / 'hsl.db'} "
-              f"({count_cells(RUN_DIR / 'hsl.db')} rows in table cells)", flush=True)
+            wait_closed(city.last_windows_s - (time.monotonic() - processed))
+        print(f"showcase: {summary(url)}; cell results in {RUN_DIR.relative_to(ROOT) / city.db} "
+              f"({count_cells(RUN_DIR / city.db)} rows in table cells)", flush=True)
         if hub is not None and not stay_up:
             print(f"showcase: {compare_cells(RUN_DIR / 'hsl.db', RUN_DIR / 'hub.db')}", flush=True)
         if stay_up:
-            print(f"showcase: the map stays up at {url}/ui/map; Ctrl-C stops", flush=True)
+            print(f"showcase: the map stays up at {url}/ui/map{city.map_query}; Ctrl-C stops", flush=True)
             while daemon.poll() is None:
                 time.sleep(0.5)
         return 0
@@ -114,6 +176,45 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop(daemon)
+
+
+class Backdrop:
+    """Every position of the recording, counted per zoom-BACKDROP_ZOOM map tile: the map draws it, faintly, as
+    the city's outline (the routes the fleet drives). Read with `edgewise replay --speed max --to -` in a thread
+    while the daemon starts, so it reads the recording exactly as the replay into the daemon does."""
+
+    def __init__(self, edgewise: str, city: City) -> None:
+        self.city = city
+        self.tiles: Counter[tuple[int, int]] = Counter()
+        self.error = ""
+        self._thread = threading.Thread(target=self._read, args=(edgewise,), daemon=True)
+        self._thread.start()
+
+    def _read(self, edgewise: str) -> None:
+        city = self.city
+        done = subprocess.run([edgewise, "replay", city.recording, *city.replay, "--speed", "max", "--to", "-",
+                               "--quiet", "--progress", "off"], cwd=ROOT, capture_output=True)
+        if done.returncode != 0:
+            self.error = done.stderr.decode(errors="replace").strip()
+        n = 2 ** BACKDROP_ZOOM
+        for line in done.stdout.splitlines():
+            record = orjson.loads(line)
+            with contextlib.suppress(KeyError, TypeError, ValueError):
+                lat, lon = float(record[city.lat]), float(record[city.long])
+                y = (1 - math.asinh(math.tan(math.radians(lat))) / math.pi) / 2 * n
+                self.tiles[int((lon + 180) / 360 * n), int(y)] += 1
+
+    def publish(self, url: str) -> None:
+        """To the daemon's backdrop channel, as one record (the map reads it once)."""
+        self._thread.join()
+        if self.error:
+            print(f"showcase: no backdrop: {self.error}", file=sys.stderr)
+            return
+        tiles = [[x, y, count] for (x, y), count in sorted(self.tiles.items())]
+        record = {"id": "backdrop", "event_time": 0, "source": "showcase",
+                  "payload": {"zoom": BACKDROP_ZOOM, "tiles": tiles}}
+        httpx.post(f"{url}/v1/live/{BACKDROP_CHANNEL}", content=orjson.dumps([record]),
+                   headers={"content-type": "application/json"}, timeout=10).raise_for_status()
 
 
 def die_with_parent() -> None:
@@ -138,11 +239,6 @@ def wait_ready(log: Path, daemon: subprocess.Popen[bytes], timeout: float = 60) 
     return None
 
 
-LAST_WINDOWS_S = 5 + 30 + 10 + 2
-"""After the last message: live.yaml's idle_timeout (5 s), then event time moves on with the clock until it passes
-the last window's end (30 s windows) and watermark (10 s); 2 s to spare."""
-
-
 def wait_processed(url: str, timeout: float = 300) -> float:
     """Wait until the daemon processed everything; when that was (time.monotonic())."""
     deadline = time.monotonic() + timeout
@@ -155,7 +251,7 @@ def wait_processed(url: str, timeout: float = 300) -> float:
 
 
 def wait_closed(seconds: float) -> None:
-    """Wait the rest of LAST_WINDOWS_S for the last windows to close."""
+    """Wait the rest of a city's `last_windows_s` for the last windows to close."""
     if seconds > 0:
         print(f"showcase: waiting {seconds:.0f} s for the last windows to close (the source is idle, so event "
               "time moves on with the clock)", flush=True)
@@ -239,7 +335,7 @@ def hub_pipeline_file(url: str) -> dict[str, Any]:
     """live.yaml's `cells` pipeline as a Spark job: it reads the daemon's spool, and its sinks are the daemon's
     channel HUB_CHANNEL (a live sink with `url:`) and out/showcase/hub.db. Written into the run folder, so its
     relative paths are there."""
-    edge = yaml.safe_load(PIPELINE.read_text())
+    edge = yaml.safe_load((ROOT / CITIES["helsinki"].pipeline).read_text())
     cells = next(p for p in edge["pipelines"] if p["id"] == "cells")
     return {
         "version": 1, "name": "hsl-hub", "event_time": edge["event_time"],
