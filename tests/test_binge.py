@@ -119,3 +119,36 @@ def test_not_a_binge_file_is_one_clear_line(tmp_path: Path) -> None:
     done = edgewise("import-binge", str(tmp_path / "y.json"))
     assert done.returncode == 2 and b"is not JSON" in done.stderr
     assert not os.path.exists(tmp_path / "out")
+
+
+def _completion_then(condition_key: str, value: str) -> dict:
+    return {"pipelines": [{"name": "p", "processes": [{"name": "cicd"}, {"name": "notify"}]}],
+            "processDefinitions": [
+                {"completer": {"name": "cicd", "completion": {"joinKeys": ["commit", "deploy"], "timeoutMs": 60000}}},
+                {"annotator": {"name": "notify", "annotations": [{
+                    "fieldKey": "done", "value": "yes", "condition": {"expression": {"comparator": {
+                        "lhs": {"variable": {"name": condition_key}}, "rhs": {"literal": value}, "op": "Equal"}}}}]}}]}
+
+
+def test_a_condition_on_a_completions_internal_key_reads_the_complete_steps_status() -> None:
+    """binge annotated `internal:completion:<name>` = triggered / completed; edgewise's `complete` step writes the
+    same words under its `into` as `status`: the condition reads that, and means the same (run on events)."""
+    converted = convert(_completion_then("internal:completion:cicd", "completed"))
+    assert "cicd.status" in converted.text and "internal" not in converted.text.split("pipelines:")[1]
+    from edgewise.clock import FakeClock
+    from edgewise.engine.local import LocalEngine
+    from edgewise.testing import ListSink, ListSource
+
+    sink = ListSink()
+    LocalEngine(load_text_plan(converted.text), clock=FakeClock(0), sinks={"<stdout>": sink}).run([ListSource(
+        [{"commit": "a1"}, {"deploy": "a1"}], source_id="binge")])
+    assert [r.get("done") for r in sink.records] == [None, "yes"]  # triggered, then completed
+
+
+@pytest.mark.parametrize("key", ["internal:tee:output", "internal:completion:elsewhere"])
+def test_a_condition_on_another_internal_key_is_refused_by_name(key: str) -> None:
+    converted = convert(_completion_then(key, "x"))
+    assert any(f"notify: left out: its condition reads binge's internal key '{key}'" in w
+               for w in converted.warnings), converted.warnings
+    assert "notify" not in converted.text and "internal:" not in converted.text.split("pipelines:")[1]
+    load_text_plan(converted.text)

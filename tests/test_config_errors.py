@@ -108,7 +108,7 @@ def test_valid_file_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     path = tmp_path / "ok.yaml"
     path.write_text(GOOD)
     assert main(["validate", str(path)]) == 0
-    assert "ok (1 pipelines, 1 steps" in capsys.readouterr().out
+    assert "ok (1 pipeline, 1 step, 0 sources, 0 sinks)" in capsys.readouterr().out
 
 
 def test_json_pipeline_files_are_accepted(tmp_path: Path) -> None:
@@ -127,3 +127,24 @@ def test_schema_lists_every_plugin(capsys: pytest.CaptureFixture[str]) -> None:
                                                               "tee", "spawn"}
     assert {d["$ref"].rsplit("/", 1)[1] for d in schema["properties"]["sinks"]["items"]["oneOf"]} >= {
         "FileSinkConfig", "HttpSinkConfig", "StdoutConfig"}
+
+
+def test_a_duration_needs_a_unit_except_zero() -> None:
+    """`tumbling: 30` could be seconds, minutes or milliseconds: refused with the spellings it may have meant."""
+    with pytest.raises(ConfigError, match=r"tumbling: .*a duration needs a unit: '30s', '30m' or '30ms'"):
+        load_text_plan("version: 1\npipelines:\n  - id: p\n    steps:\n"
+                       "      - window: {id: w, key: [k], tumbling: 30, aggs: {n: count()}}\n")
+    plan = load_text_plan("version: 1\npipelines:\n  - id: p\n    steps:\n"
+                          "      - window: {id: w, key: [k], tumbling: 30s, watermark: 0, aggs: {n: count()}}\n")
+    assert plan.pipelines[0].steps[0].config.watermark == 0
+
+
+def test_the_default_retries_wait_milliseconds_not_days() -> None:
+    """The defaults built in code went through the duration parser, which took 200_000 (meant as µs) for seconds:
+    a sink that failed once waited 55 hours before its second try."""
+    from edgewise.config.models import SinkConfig
+    from edgewise.replay import PUSHBACK_RETRY
+
+    retry = SinkConfig(id="s", type="stdout").retry
+    assert (retry.attempts, retry.backoff, retry.max_backoff) == (5, 200_000, 10_000_000)
+    assert (PUSHBACK_RETRY.backoff, PUSHBACK_RETRY.max_backoff) == (100_000, 2_000_000)

@@ -120,6 +120,15 @@ def test_spawn_runs_program_with_event_on_stdin(tmp_path: Path) -> None:
     assert out["p"] == [{"x": 21, "result": {"double": 42}}]
 
 
+@pytest.mark.parametrize("into", ["", ", into: result"])
+def test_a_spawned_program_that_prints_nothing_passes_the_event_on_unchanged(tmp_path: Path, into: str) -> None:
+    """As binge did: a watcher such as agglo's printvals writes to stderr or a file and prints nothing. Blank
+    output counts as nothing; a program that prints something else still has to print JSON."""
+    prog = script(tmp_path, "e = json.load(sys.stdin); print(e['x'], file=sys.stderr); print('  ' if e['x'] else '')")
+    out = run_pipeline(pipeline(f'- spawn: {{id: s, argv: ["{prog}"], timeout: 5s{into}}}'), [{"x": 1}, {"x": 0}])
+    assert out["p"] == [{"x": 1}, {"x": 0}]
+
+
 def test_spawn_failures_are_per_event_and_retried(tmp_path: Path) -> None:
     counter = tmp_path / "count"
     prog = script(tmp_path, f"""

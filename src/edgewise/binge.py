@@ -59,6 +59,8 @@ class _Converter:
         self.sink_comments: dict[str, str] = {}
         self.sink_ids: dict[str, str] = {}
         self.ids: set[str] = set()
+        self.completions: dict[str, str] = {}
+        """Completion processes converted so far: binge name -> the `complete` step's id (its `into`)."""
 
     # ------------------------------------------------------------ whole file
 
@@ -98,7 +100,13 @@ class _Converter:
             if found is None:
                 raise ConfigError(f"pipeline {name}: process {process_name!r} has no entry in processDefinitions")
             kind, body = found
-            converted = self._process(kind, body)
+            try:
+                converted = self._process(kind, body)
+            except _InternalKey as exc:
+                self._warn(process_name, f"left out: its condition reads binge's internal key {exc.key!r}, which "
+                           "edgewise does not set (of binge's internal keys only internal:completion:<name> maps, "
+                           "to the status of a completion converted before it)")
+                converted = []
             retry = process.get("retryStrategy") or {}
             if converted and int(retry.get("numRetries") or 0) > 0:
                 converted[0].config["retry"] = {"attempts": int(retry["numRetries"]) + 1,
@@ -187,6 +195,7 @@ class _Converter:
             self._warn(name, "a completion joins at least two keys; left out")
             return []
         step_id = self._id(name)
+        self.completions[name] = step_id
         config = self._with_when({
             "id": step_id, "key": f"coalesce({', '.join(_field(k) for k in keys)})",
             "parts": {re.sub(r"\W+", "_", k): f"{_field(k)} IS NOT NULL" for k in keys},
@@ -338,8 +347,8 @@ class _Converter:
             return None
         if "exists" in condition:
             ops = (condition["exists"] or {}).get("ops") or []
-            parts = [f"{_field(str(op.get('key')))} {'IS NULL' if op.get('op') == 'NotExists' else 'IS NOT NULL'}"
-                     for op in ops]
+            parts = [f"{self.variable(str(op.get('key')))} "
+                     f"{'IS NULL' if op.get('op') == 'NotExists' else 'IS NOT NULL'}" for op in ops]
             return " AND ".join(parts) or None
         if "expression" in condition:
             return self.expression(condition["expression"])
@@ -365,15 +374,34 @@ class _Converter:
                 op, inner)
         raise ConfigError(f"an expression must be boolean, comparator, logical, binary or unary; found {node!r}")
 
+    def variable(self, key: str) -> str:
+        """A key a condition reads. binge's ``internal:completion:<name>`` ("triggered", "completed") is the status
+        edgewise's `complete` step writes under its `into`; any other ``internal:`` key is binge's own bookkeeping,
+        which edgewise does not set: refused by name (``_InternalKey``)."""
+        if key.startswith("internal:"):
+            completion = key.removeprefix("internal:completion:")
+            if completion != key and completion in self.completions:
+                return f"{_field(self.completions[completion])}.status"
+            raise _InternalKey(key)
+        return _field(key)
+
     def operand(self, operand: Any) -> str:
         operand = operand or {}
         if "expression" in operand:
             return self.expression(operand["expression"])
         if "variable" in operand:
-            return _field(str((operand["variable"] or {}).get("name")))
+            return self.variable(str((operand["variable"] or {}).get("name")))
         if "numeric" in operand:
             return _number(operand["numeric"])
         return _literal(operand.get("literal", ""))
+
+
+class _InternalKey(Exception):
+    """A condition reads a binge-internal key the importer cannot translate."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 _EXISTS_NOTE = ("binge's Exists means the key is present; IS NOT NULL also treats a key holding null as missing")
@@ -381,7 +409,20 @@ _EXISTS_NOTE = ("binge's Exists means the key is present; IS NOT NULL also treat
 
 def _field(path: str) -> str:
     """A binge key (dotted for nested objects) as an edgewise field reference."""
-    return ".".join(p if _IDENTIFIER.match(p) else f"`{p.replace('`', '``')}`" for p in path.split("."))
+    return ".".join(p if _plain_name(p) else f"`{p.replace('`', '``')}`" for p in path.split("."))
+
+
+def _plain_name(part: str) -> bool:
+    """Whether a key can stand unquoted in an expression: an identifier that is no SQL keyword (GitHub's
+    `commit`, say, must be written `commit` in backquotes)."""
+    from sqlglot.tokens import TokenType
+
+    from edgewise.expr.dialect import EdgewiseSpark
+
+    if not _IDENTIFIER.match(part):
+        return False
+    tokens = EdgewiseSpark().tokenize(part)
+    return len(tokens) == 1 and tokens[0].token_type == TokenType.VAR
 
 
 def _literal(value: Any) -> str:

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from edgewise import __version__
-from edgewise.errors import ConfigError, EdgewiseError, PluginError, SinkError, SourceError
+from edgewise.errors import ConfigError, EdgewiseError, InputMissing, PluginError, SinkError, SourceError
+from edgewise.wording import count
 
 if TYPE_CHECKING:
     from edgewise.config.plan import Plan
@@ -54,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"edgewise: invalid configuration\n{exc.render()}", file=sys.stderr)
         return EXIT_CONFIG
-    except PluginError as exc:
+    except (PluginError, InputMissing) as exc:
         print(f"edgewise: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except (SinkError, SourceError) as exc:
@@ -382,7 +383,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stats = engine.run(sources)
     if not args.quiet:
         outs = ", ".join(f"{k}: {v}" for k, v in stats.events_out.items()) or "none"
-        print(f"edgewise: {stats.events_in} events in; out {outs}; {stats.failed} failed, "
+        print(f"edgewise: {count(stats.events_in, 'event')} in; out {outs}; {stats.failed} failed, "
               f"{stats.malformed} malformed, {stats.dead_lettered} dead-lettered", file=sys.stderr)
     return EXIT_OK if stats.ok else EXIT_FAILED
 
@@ -419,7 +420,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     batches = read_input(sources, args.events, args.batch_size)
     read_seconds = time.perf_counter() - started
     events = sum(len(b) for b in batches)
-    print(f"edgewise: {events:,} events read in {read_seconds:.2f} s; {args.rounds} rounds", file=sys.stderr)
+    print(f"edgewise: {count(events, 'event', thousands=True)} read in {read_seconds:.2f} s; "
+          f"{count(args.rounds, 'round')}", file=sys.stderr)
 
     def progress(r: int, seconds: float) -> None:
         print(f"edgewise: round {r + 1}/{args.rounds}: {events / seconds if seconds else 0:,.0f} events/s",
@@ -429,7 +431,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         sys.stdout.buffer.write(dumps({"pipeline": args.pipeline, **result.as_dict()}) + b"\n")
     else:
-        print(report(result, f"edgewise bench {args.pipeline}: {events:,} events, local engine"))
+        print(report(result, f"edgewise bench {args.pipeline}: {count(events, 'event', thousands=True)}, local engine"))
     return EXIT_OK
 
 
@@ -454,7 +456,7 @@ def _check_reload(args: argparse.Namespace) -> int:
     from edgewise.daemon.check_reload import check_reload
 
     report, events = check_reload(args.pipeline, args.check_reload, args.data_dir)
-    heading = f"replayed the daemon's recent input: {events:,} events from {args.data_dir}"
+    heading = f"replayed the daemon's recent input: {count(events, 'event', thousands=True)} from {args.data_dir}"
     return _show_diff(report, args.pipeline, args.check_reload, args.format, heading=heading)
 
 
@@ -494,8 +496,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
             status = EXIT_CONFIG
             continue
         steps = sum(len(p.steps) for p in plan.pipelines)
-        print(f"{path}: ok ({len(plan.pipelines)} pipelines, {steps} steps, {len(plan.sources)} sources, "
-              f"{len(plan.sinks)} sinks)")
+        print(f"{path}: ok ({count(len(plan.pipelines), 'pipeline')}, {count(steps, 'step')}, "
+              f"{count(len(plan.sources), 'source')}, {count(len(plan.sinks), 'sink')})")
     return status
 
 
@@ -689,7 +691,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     report = replay(config, args.to, token=args.token)
     if not args.quiet:
         dupes = f", {report.duplicates} duplicate lines left out" if args.dedupe_lines else ""
-        print(f"edgewise: replayed {report.sent} messages in {report.seconds:.1f} s{dupes}; "
+        print(f"edgewise: replayed {count(report.sent, 'message')} in {report.seconds:.1f} s{dupes}; "
               f"{report.malformed} malformed", file=sys.stderr)
     return EXIT_OK if report.malformed == 0 else EXIT_FAILED
 

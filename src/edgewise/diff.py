@@ -30,6 +30,7 @@ from edgewise.engine.guard import GuardedStep
 from edgewise.events import Batch
 from edgewise.jsonio import as_written
 from edgewise.sources.base import Source
+from edgewise.wording import count
 
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "(absent)"})()
 """A field one version's record does not have."""
@@ -209,8 +210,8 @@ def _short(value: Any, width: int = 60) -> str:
 
 def render_text(report: DiffReport, old_name: str, new_name: str, limit: int = 10) -> Iterator[str]:
     """The readable report: a line per output, up to ``limit`` examples of each kind of difference, the steps."""
-    yield f"old: {old_name} ({report.events[0]:,} events)"
-    yield f"new: {new_name} ({report.events[1]:,} events)"
+    yield f"old: {old_name} ({count(report.events[0], 'event', thousands=True)})"
+    yield f"new: {new_name} ({count(report.events[1], 'event', thousands=True)})"
     for o in report.outputs:
         verdict = "same" if o.equal else (f"{len(o.only_old):,} only in old, {len(o.only_new):,} only in new, "
                                           f"{len(o.changed):,} changed")

@@ -1,4 +1,7 @@
-"""Durations written in pipeline files: ``250ms``, ``60s``, ``5m``, ``1h``, ``2d`` or a number of seconds."""
+"""Durations written in pipeline files: ``250ms``, ``60s``, ``5m``, ``1h``, ``2d``; a plain ``0`` is zero.
+
+A number without a unit other than 0 is refused: ``tumbling: 30`` could mean seconds, minutes or milliseconds,
+and a window off by a factor of 60 runs without a word."""
 
 from __future__ import annotations
 
@@ -12,13 +15,15 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)\s*$")
 
 
 def parse_duration_us(value: Any) -> int:
-    """Parse a duration into whole microseconds; plain numbers are seconds. Raises ``ValueError``."""
+    """Parse a duration into whole microseconds; a plain 0 is zero. Raises ``ValueError``."""
     if isinstance(value, bool):
         raise ValueError(f"expected a duration such as '30s' or '5m', found {value!r}")
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError(f"a duration cannot be negative, found {value!r}")
-        return int(value * 1_000_000)
+        if value:
+            raise ValueError(f"a duration needs a unit: '{value:g}s', '{value:g}m' or '{value:g}ms'? found {value!r}")
+        return 0
     if isinstance(value, str):
         match = _DURATION.match(value)
         if match:
@@ -40,9 +45,9 @@ Duration = Annotated[
     BeforeValidator(parse_duration_us),
     WithJsonSchema(
         {
-            "anyOf": [{"type": "string", "pattern": _DURATION.pattern}, {"type": "number", "minimum": 0}],
-            "description": "a duration: '250ms', '30s', '5m', '1h', '2d' or seconds",
+            "anyOf": [{"type": "string", "pattern": _DURATION.pattern}, {"const": 0}],
+            "description": "a duration: '250ms', '30s', '5m', '1h', '2d' (a plain number only as 0)",
         }
     ),
 ]
-"""A pydantic field type: accepts ``'5m'``/``60``/``'250ms'`` and holds microseconds."""
+"""A pydantic field type: accepts ``'5m'``/``'250ms'``/``0`` and holds microseconds."""

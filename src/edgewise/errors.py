@@ -8,7 +8,8 @@
     ├── EvalError                 an expression failed for one event (division by zero, bad cast, ...)
     ├── StepError                 a step failed for one event (spawn exit code, timeout, ...)
     ├── EventsFailed              a stateful step ran a batch in which some events failed (each changed nothing)
-    ├── SourceError               a source could not read its input (file missing, malformed record)
+    ├── SourceError               a source could not read its input (malformed record, a broker down)
+    │   └── InputMissing          the input a command was given is not there (no file matches a path)
     └── SinkError                 a sink could not deliver after its retries
 
 Operators see ``ConfigError`` and ``PluginError`` at start-up and should fix the file or install the extra named
@@ -107,12 +108,17 @@ class EventsFailed(EdgewiseError):
         self.output = output
         self.failures = failures
         first = next(iter(failures.values()))
-        super().__init__(f"{len(failures)} events failed, the first: {first}")
+        super().__init__(f"{len(failures)} {'event' if len(failures) == 1 else 'events'} failed, the first: {first}")
 
 
 class SourceError(EdgewiseError):
     """A source could not read its input: a file is missing, or a record is malformed (the message names the
     record's position). Malformed records are reported and skipped; the rest of the input is still processed."""
+
+
+class InputMissing(SourceError):
+    """The input named on the command line or in a source is not there: nothing was read, so the command stops with
+    exit 2, as for a pipeline file that is not there (the invocation is wrong, not the data)."""
 
 
 class SinkError(EdgewiseError):

@@ -31,6 +31,15 @@ def test_a_local_session_writes_checkpoints_through_the_file_system_api(spark: A
     assert manager.endswith(".FileSystemBasedCheckpointFileManager")
 
 
+def test_python_processes_wait_two_minutes_for_the_jvms_sockets(spark: Any) -> None:
+    """Spark's 15 s failed jobs with CANNOT_OPEN_SOCKET on a loaded machine (issue 40). Spark hands the setting to
+    its Python processes as SPARK_AUTH_SOCKET_TIMEOUT: the driver's own Python sees it too."""
+    import os
+
+    assert spark.sparkContext.getConf().get("spark.python.authenticate.socketTimeout") == "120s"
+    assert os.environ.get("SPARK_AUTH_SOCKET_TIMEOUT") == "120"
+
+
 def test_a_short_lived_driver_compiles_with_c1_only(spark: Any) -> None:
     """The shared test session is short_lived, as `explain --engine spark`'s is: its JVM was launched with the
     quick compiler only (the option reached the JVM, not just the configuration)."""

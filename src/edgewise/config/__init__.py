@@ -46,6 +46,9 @@ def load_text_plan(text: str, file: str = "<text>", base_dir: str = ".") -> Plan
 def load_document(doc: Document, base_dir: str | None = None) -> Plan:
     if not isinstance(doc.data, dict):
         raise doc.error((), f"expected a mapping with 'version: 1' at the top, found {type(doc.data).__name__}")
+    if "version" not in doc.data and "tests" in doc.data and "pipeline" in doc.data:
+        raise doc.error((), "this is a test file (pipeline unit tests: `pipeline:` and `tests:`), not a pipeline "
+                        f"file: run its tests with `edgewise test {doc.file}`")
     ctx = BuildContext(base_dir if base_dir is not None else os.path.dirname(os.path.abspath(doc.file)))
     top = validate_model(PipelineFileConfig, doc, ())
     problems: list[ConfigError] = []

@@ -122,7 +122,7 @@ class SinkConfig(Model):
 
     id: Id
     type: str
-    retry: RetryPolicy = Field(default_factory=lambda: RetryPolicy(attempts=5, backoff=200_000, max_backoff=10_000_000),
+    retry: RetryPolicy = Field(default_factory=lambda: RetryPolicy(attempts=5, backoff="200ms", max_backoff="10s"),
                                description="retries for a failed write, with exponential backoff")
     on_error: str = Field(
         "fail",

@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 import orjson
 
 from edgewise.sources.formats import decode_hfp_message
+from edgewise.wording import count as plural
 
 Payload = dict[str, Any]
 
@@ -97,7 +98,7 @@ def _parse_json_value(value: object, body: bytes, max_events: int) -> Parsed:
     if not value:
         raise BodyError(400, "the array holds no events")
     if len(value) > max_events:
-        raise BodyError(413, f"{len(value)} events in one request; the limit is {max_events}")
+        raise BodyError(413, f"{plural(len(value), 'event')} in one request; the limit is {max_events}")
     problems = [f"[{i}]: {_not_object(v)}" for i, v in enumerate(value) if not isinstance(v, dict)]
     if problems:
         raise BodyError(400, f"{len(problems)} of {len(value)} events are not JSON objects",
@@ -125,7 +126,7 @@ def _parse_ndjson(body: bytes, max_events: int) -> Parsed:
     if not count:
         raise BodyError(400, "the body holds no events")
     if count > max_events:
-        raise BodyError(413, f"{count} events in one request; the limit is {max_events}")
+        raise BodyError(413, f"{plural(count, 'event')} in one request; the limit is {max_events}")
     return Parsed("ndjson", body, count)
 
 
@@ -138,7 +139,7 @@ def _parse_envelope(body: bytes, max_events: int) -> Parsed:
     if not isinstance(events, list) or not events:
         raise BodyError(400, 'expected {"events": [{"id": "...", "payload": {...}}, ...]}')
     if len(events) > max_events:
-        raise BodyError(413, f"{len(events)} events in one request; the limit is {max_events}")
+        raise BodyError(413, f"{plural(len(events), 'event')} in one request; the limit is {max_events}")
     problems = []
     for i, e in enumerate(events):
         if not (isinstance(e, dict) and isinstance(e.get("id"), str) and e["id"] and isinstance(e.get("payload"),
@@ -156,7 +157,7 @@ def _parse_envelope(body: bytes, max_events: int) -> Parsed:
             problems.append("ingest_time: expected an integer of microseconds since the epoch")
         origin["ingest_time"] = value["ingest_time"]
     if problems:
-        raise BodyError(400, f"{len(problems)} problems in an envelope of {len(events)} events",
+        raise BodyError(400, f"{plural(len(problems), 'problem')} in an envelope of {plural(len(events), 'event')}",
                         problems[:MAX_REPORTED])
     if any("event_time" in e for e in events):
         origin["event_times"] = [e.get("event_time") for e in events]

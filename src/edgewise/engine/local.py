@@ -39,6 +39,7 @@ from edgewise.sinks.stdout import StdoutConfig, StdoutSink
 from edgewise.sources.base import Source, SourceContext, new_run_id
 from edgewise.state import StateStore
 from edgewise.steps.stateful import StatefulStep
+from edgewise.wording import count
 
 STDOUT = "<stdout>"
 """The sink id results go to when a pipeline has no ``to``."""
@@ -234,7 +235,7 @@ class LocalEngine:
 
     def _sink_dead_letter(self, target: str, batch: Batch, exc: Exception) -> None:
         self.ctx.stats.dead_lettered += len(batch)
-        self.ctx.report(f"{len(batch)} events dead-lettered to {target}: {exc}")
+        self.ctx.report(f"{count(len(batch), 'event')} dead-lettered to {target}: {exc}")
         records = [{"event_id": i, "event": p, "error": {"type": type(exc).__name__, "message": str(exc)}}
                    for i, p in zip(batch.ids(), batch.payloads, strict=True)]
         self._send(target, batch.replace(records))
@@ -285,11 +286,11 @@ class LocalEngine:
             if seen == 0 and committed and point.resumed is not None:
                 if point.resumed:
                     seen = committed
-                    print(f"edgewise: source {source.id}: resuming after {committed} events (from the state "
+                    print(f"edgewise: source {source.id}: resuming after {count(committed, 'event')} (from the state "
                           "store)", file=self.ctx.errors)
                 else:
                     print(f"edgewise: source {source.id}: the input is not the one the state store's last "
-                          f"commit covers ({committed} events); reading it from its start, the state kept",
+                          f"commit covers ({count(committed, 'event')}); reading it from its start, the state kept",
                           file=self.ctx.errors)
                     committed = 0
                     if restored_run is not None:  # new input under the old run id would reuse its event ids

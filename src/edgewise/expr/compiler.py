@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr import values as V
@@ -73,9 +75,24 @@ def parse(text: str) -> Any:
         if errors:
             detail = f"{_plain(errors[0].get('description', detail))} at column {errors[0].get('col', '?')}"
         raise ConfigError(f"the expression {text!r} does not parse: {detail}") from None
+    _no_split_shift(text)
     if tree is None or isinstance(tree, exp.Select | exp.Query | exp.Command):
         raise ConfigError(f"expected an SQL expression, found {text!r}")
     return tree
+
+
+_COMPARISON_SIGNS = frozenset({TokenType.GT, TokenType.LT})
+
+
+def _no_split_shift(text: str) -> None:
+    """sqlglot reads ``a > > 1`` as ``a >> 1`` (a shift): two comparison signs apart are a syntax error in Spark, and
+    most likely a typo, so say so rather than report an unsupported shift."""
+    tokens = EdgewiseSpark().tokenize(text)
+    for first, second in pairwise(tokens):
+        if first.token_type in _COMPARISON_SIGNS and second.token_type == first.token_type \
+                and second.start > first.end + 1:
+            raise ConfigError(f"the expression {text!r} does not parse: syntax error at column {second.start + 1}: "
+                              f"'{first.text}' follows '{first.text}' (one comparison at a time)")
 
 
 def _plain(description: str) -> str:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO, ClassVar
 from edgewise.config.models import SinkConfig
 from edgewise.errors import SinkError
 from edgewise.events import Batch
+from edgewise.wording import count
 
 if TYPE_CHECKING:
     from edgewise.clock import Clock
@@ -98,4 +99,4 @@ class SinkRunner:
         if target != "fail" and self.dead_letter is not None:
             self.dead_letter(target, batch, last)
             return
-        raise SinkError(f"sink {self.sink.id} could not deliver {len(batch)} events: {last}") from last
+        raise SinkError(f"sink {self.sink.id} could not deliver {count(len(batch), 'event')}: {last}") from last

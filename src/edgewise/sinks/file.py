@@ -4,6 +4,10 @@ A segment is written as ``part-<first event µs>-<run>-<n>.ndjson.open`` and, wh
 ``max_bytes`` or ``max_age`` (or at the end of the run), fsynced and renamed to ``.ndjson``. Readers (the Spark
 job's file source, ``tail``) only read sealed ``.ndjson`` files, so they never see half a segment. With
 ``envelope: true`` every line carries the event's id and event time, which is what the Spark engine reads.
+
+``mode: append`` (the default) adds a run's segments beside those already there: a daemon's spool, restarted,
+goes on. ``mode: replace`` removes the segments an earlier run left (this sink's ``part-*.ndjson`` files, sealed or
+open, nothing else) when the run opens: a one-shot command run twice gives its output once, not twice.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ class FileSinkConfig(SinkConfig):
     max_age: Duration = Field(60_000_000, description="seal a segment this long after its first event")
     envelope: bool = Field(False, description="write {id, event_time, source, payload} per line")
     fsync: bool = Field(True, description="fsync each segment and the directory when sealing")
+    mode: Literal["append", "replace"] = Field(
+        "append", description="append: add segments beside an earlier run's (a spool); replace: remove the "
+        "segments an earlier run left when the run opens (one-shot output; a resumed run loses them too)")
 
 
 class FileSink(Sink):
@@ -54,6 +61,10 @@ class FileSink(Sink):
 
     def open(self, ctx: SinkContext) -> None:
         os.makedirs(self.directory, exist_ok=True)
+        if self.config.mode == "replace":
+            for name in os.listdir(self.directory):
+                if name.startswith("part-") and name.endswith((".ndjson", ".ndjson.open")):
+                    os.remove(os.path.join(self.directory, name))
         self._clock = ctx.clock
 
     def write(self, batch: Batch) -> None:

@@ -40,10 +40,19 @@ def decode_ndjson(line: bytes) -> Payload:
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        raise SourceError(f"malformed JSON ({exc.msg} at column {exc.colno})") from None
+        raise SourceError(not_utf8(line) or f"malformed JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(value, dict):
         raise SourceError(f"expected a JSON object, found a {type(value).__name__}")
     return value
+
+
+def not_utf8(data: bytes) -> str | None:
+    """What is wrong with bytes that are not UTF-8 (orjson says "surrogates not allowed at column 1"), or None."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not UTF-8 text: byte 0x{data[exc.start]:02x} at byte {exc.start + 1} ({exc.reason})"
+    return None
 
 
 def ndjson_batch(lines: list[bytes]) -> list[Payload] | None:
@@ -157,7 +166,8 @@ def json_document(data: bytes) -> list[Payload]:
     try:
         value = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        raise SourceError(f"malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+        raise SourceError(not_utf8(data) or f"malformed JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+                          ) from None
     items = value if isinstance(value, list) else [value]
     if not all(isinstance(x, dict) for x in items):
         raise SourceError("expected a JSON object or an array of objects")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import os
 
-from edgewise.errors import SourceError
+from edgewise.errors import InputMissing
 
 
 class FileSet:
@@ -30,7 +30,7 @@ class FileSet:
             return [self.pattern]
         found = sorted(p for p in glob.glob(self.pattern) if os.path.isfile(p))
         if not found:
-            raise SourceError(f"source {self.source_id}: no file matches {self.as_written!r}")
+            raise InputMissing(f"source {self.source_id}: no file matches {self.as_written!r}")
         return found
 
     def root(self) -> str:

@@ -1,8 +1,9 @@
 """``spawn`` runs a program for each event: argv list (never a shell), the event as JSON on stdin.
 
 With ``wait: true`` (the default) the program's stdout must be one JSON value, written under ``into`` (or, when
-``into`` is not given, replacing the payload if it is an object). A non-zero exit, a timeout or invalid JSON fails
-the event (``on_error`` applies) with the program's stderr in the message. With ``wait: false`` the program is
+``into`` is not given, replacing the payload if it is an object); a program that prints nothing (blank output) leaves
+the event as it was, as binge did (agglo's ``printvals`` and other watchers only log). A non-zero exit, a timeout or
+invalid JSON fails the event (``on_error`` applies) with the program's stderr in the message. With ``wait: false`` the program is
 started and the event passes on at once.
 """
 
@@ -25,6 +26,10 @@ from edgewise.events import Batch, Payload
 from edgewise.jsonio import dumps
 from edgewise.steps.annotate import set_path, split_path
 from edgewise.steps.base import Step
+
+
+NOTHING: Any = object()
+"""What a program that printed nothing gave: the event goes on unchanged."""
 
 
 class SpawnConfig(StepConfig):
@@ -91,6 +96,8 @@ class SpawnStep(Step):
             err = done.stderr.decode("utf-8", "replace").strip()[-500:]
             raise StepError(f"spawn {self.id}: {self.argv[0]} exited with {done.returncode}"
                             + (f": {err}" if err else ""))
+        if not done.stdout.strip():
+            return NOTHING
         try:
             return orjson.loads(done.stdout)
         except orjson.JSONDecodeError:
@@ -102,7 +109,7 @@ class SpawnStep(Step):
         out: list[Payload] = []
         for p in batch.payloads:
             result = self._run_one(p)
-            if not self.wait:
+            if not self.wait or result is NOTHING:
                 out.append(p)
             elif self.into is not None:
                 out.append(set_path(p, self.into, result))

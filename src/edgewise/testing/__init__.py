@@ -73,7 +73,9 @@ class Pause:
 
 
 def pause(duration: str | float) -> Pause:
-    """A pause marker: ``pause("30s")``, ``pause(1.5)``."""
+    """A pause marker: ``pause("30s")``, ``pause(1.5)`` (a number is seconds here: Python, not a pipeline file)."""
+    if isinstance(duration, int | float) and not isinstance(duration, bool) and duration >= 0:
+        return Pause(float(duration))
     return Pause(parse_duration_us(duration) / 1_000_000)
 
 

@@ -27,6 +27,7 @@ them, so a case with a crash expects the same results as the same case without i
 
 from __future__ import annotations
 
+import glob
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,11 @@ def find_fixture_files(paths: list[str]) -> list[str]:
 
 def load_fixture(path: str) -> tuple[FixtureFile, Plan]:
     doc = load_file(path)
+    if isinstance(doc.data, dict) and "tests" not in doc.data and "version" in doc.data:
+        tests = sorted(glob.glob(os.path.join(os.path.dirname(path) or ".", "*.test.y*ml")))
+        hint = f"; the test files beside it: {', '.join(tests)}" if tests else ""
+        raise doc.error((), "this is a pipeline file, not a test file (`pipeline:` and `tests:`): check it with "
+                        f"`edgewise validate {path}`, run it with `edgewise run {path}`{hint}")
     fixture = validate_model(FixtureFile, doc, ())
     base = os.path.dirname(os.path.abspath(path))
     if isinstance(fixture.pipeline, str):

@@ -108,6 +108,10 @@ def session_settings(master: str | None, *, shuffle_partitions: int | None = Non
         "spark.sql.streaming.ui.retainedProgressUpdates": "20",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.adaptive.enabled": "false",
+        # Python processes connecting to the JVM's sockets (keyed steps' state server, foreachBatch, collects) wait
+        # this long, not Spark's 15 s: on a busy machine a worker that starts slowly failed the job with
+        # CANNOT_OPEN_SOCKET ... timed out (issue 40: 21 such failures in one loaded test run)
+        "spark.python.authenticate.socketTimeout": "120s",
     }
     # a local master's cores (None on a cluster, or under spark-submit, whose master is not known here)
     cores = None if os.environ.get("PYSPARK_GATEWAY_PORT") else local_cores(master or "local[*]")
