@@ -33,7 +33,7 @@ def test_validate_recognises_a_test_file_and_test_a_pipeline_file(capsys: pytest
     assert "version" not in err  # not "missing required field 'version'"
     assert main(["test", pipeline]) == 2
     err = capsys.readouterr().err
-    assert f"this is a pipeline file, not a test file" in err and f"`edgewise validate {pipeline}`" in err
+    assert "this is a pipeline file, not a test file" in err and f"`edgewise validate {pipeline}`" in err
     assert f"the test files beside it: {fixture}" in err
 
 
@@ -105,3 +105,15 @@ def test_the_hsl_example_run_twice_writes_its_output_once(tmp_path: Path) -> Non
     assert edgewise("run", "examples/hsl/pipeline.yaml", "-q", cwd=tmp_path).returncode == 0
     assert sorted(lines()) == sorted(first + first)
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_the_pages_declare_their_icon_and_the_charts_labels_do_not_overlap() -> None:
+    """A browser asks for /favicon.ico (a 404 in the log) unless the page names an icon; the ops chart drew
+    '-2 min' over the y axis's '0' at the bottom left, which read '-0 min'."""
+    from edgewise.daemon.live_api import map_page
+    from edgewise.daemon.ui import DASHBOARD_HTML
+
+    for page in (DASHBOARD_HTML, map_page()):
+        assert '<link rel="icon" href="data:,">' in page
+    assert "fillText('-2 min'" not in DASHBOARD_HTML
+    assert "fillText('0/s',4,c.height-18)" in DASHBOARD_HTML and "fillText('2 min ago',4,c.height-4)" in DASHBOARD_HTML

@@ -415,7 +415,7 @@ def _field(path: str) -> str:
 def _plain_name(part: str) -> bool:
     """Whether a key can stand unquoted in an expression: an identifier that is no SQL keyword (GitHub's
     `commit`, say, must be written `commit` in backquotes)."""
-    from sqlglot.tokens import TokenType
+    from sqlglot.tokenizer_core import TokenType
 
     from edgewise.expr.dialect import EdgewiseSpark
 

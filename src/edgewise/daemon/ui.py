@@ -4,7 +4,7 @@ dead letters, each pipeline's steps (events in and out, outcomes), workers, sour
 live results is ``/ui/map`` (``assets/map.html``)."""
 
 DASHBOARD_HTML = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>edgewise daemon</title>
+<html lang="en"><head><meta charset="utf-8"><title>edgewise daemon</title><link rel="icon" href="data:,">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
  body{font:14px system-ui,sans-serif;margin:2rem;color:#1b1f24;background:#f6f8fa}
@@ -43,8 +43,8 @@ function rows(id, items){const body=document.getElementById(id);body.replaceChil
   const tr=document.createElement('tr');cols.forEach(c=>tr.appendChild(cell(c)));return tr}))}
 function draw(){const c=document.getElementById('chart'),g=c.getContext('2d');g.clearRect(0,0,c.width,c.height);
   const max=Math.max(1,...rates);document.getElementById('peak').textContent=Math.round(max);
-  g.fillStyle='#57606a';g.font='11px system-ui';g.fillText(Math.round(max)+'/s',4,12);g.fillText('0',4,c.height-4);
-  g.fillText('now',c.width-24,c.height-4);g.fillText('-2 min',c.width-6*120,c.height-4);
+  g.fillStyle='#57606a';g.font='11px system-ui';g.fillText(Math.round(max)+'/s',4,12);g.fillText('0/s',4,c.height-18);
+  g.fillText('now',c.width-24,c.height-4);g.fillText('2 min ago',4,c.height-4);
   g.strokeStyle='#0969da';g.beginPath();
   rates.forEach((r,i)=>{const x=c.width-(rates.length-1-i)*6,y=c.height-4-(c.height-8)*r/max;
     i?g.lineTo(x,y):g.moveTo(x,y)});

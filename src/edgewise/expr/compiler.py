@@ -19,7 +19,7 @@ from typing import Any
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr import values as V

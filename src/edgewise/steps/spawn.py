@@ -3,8 +3,8 @@
 With ``wait: true`` (the default) the program's stdout must be one JSON value, written under ``into`` (or, when
 ``into`` is not given, replacing the payload if it is an object); a program that prints nothing (blank output) leaves
 the event as it was, as binge did (agglo's ``printvals`` and other watchers only log). A non-zero exit, a timeout or
-invalid JSON fails the event (``on_error`` applies) with the program's stderr in the message. With ``wait: false`` the program is
-started and the event passes on at once.
+invalid JSON fails the event (``on_error`` applies) with the program's stderr in the message. With ``wait: false``
+the program is started and the event passes on at once.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from edgewise.events import Batch, Payload
 from edgewise.jsonio import dumps
 from edgewise.steps.annotate import set_path, split_path
 from edgewise.steps.base import Step
-
 
 NOTHING: Any = object()
 """What a program that printed nothing gave: the event goes on unchanged."""
