@@ -24,7 +24,8 @@ import orjson
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("daemon", help="the daemon's address, e.g. http://127.0.0.1:8080")
-    parser.add_argument("deliveries", help='NDJSON of {"event", "delivery", "body"} (examples/github/deliveries.ndjson)')
+    parser.add_argument("deliveries",
+                        help='NDJSON of {"event", "delivery", "body"} (examples/github/deliveries.ndjson)')
     parser.add_argument("--source", default="github", help="the daemon's webhook source (default github)")
     args = parser.parse_args(argv)
     secret = os.environ.get("GITHUB_WEBHOOK_SECRET")

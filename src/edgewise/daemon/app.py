@@ -38,6 +38,7 @@ from edgewise.daemon.timeline_api import timeline_routes
 from edgewise.daemon.ui import DASHBOARD_HTML
 from edgewise.events import Batch
 from edgewise.sources.http import AuthError, HttpSource, anonymous_source
+from edgewise.tracecontext import incoming
 
 if TYPE_CHECKING:
     from edgewise.daemon.server import Daemon
@@ -92,7 +93,8 @@ class EventsEndpoint:
                 source.check_chosen_ids()
             except AuthError as exc:
                 return problem(exc.status, exc.message)
-        append = Append(source.id, parsed.kind, parsed.body, parsed.count, meta=parsed.meta, ids=parsed.ids)
+        append = Append(source.id, parsed.kind, parsed.body, parsed.count, meta=incoming(headers, parsed.meta),
+                        ids=parsed.ids)
         return await self.finish(source, append, started)
 
 
@@ -192,7 +194,8 @@ def build_app(daemon: Daemon) -> ASGIApp:
             return problem(exc.status, exc.message, exc.problems)
         delivery = meta.get("delivery")
         ids = [f"{source.id}:{delivery}"] if delivery else None
-        return await finish(source, Append(source.id, "webhook", body, 1, meta=meta, ids=ids), started)
+        return await finish(source, Append(source.id, "webhook", body, 1, meta=incoming(request.headers, meta),
+                                           ids=ids), started)
 
     async def healthz(request: Request) -> Response:
         return reply(200, {"status": "ok", "state": daemon.state})

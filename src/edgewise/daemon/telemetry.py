@@ -45,14 +45,18 @@ class StepMeter:
 
     def __init__(self, tracer: Any = None) -> None:
         self.tracer = tracer
+        self.parent: tuple[Any, list[Any]] = (None, [])
+        """The trace the batch being run continues (its entries' ``traceparent``: ``tracecontext.parent_of``)."""
         self.latency: dict[tuple[str, str], Histogram] = defaultdict(Histogram)
         self.events: dict[tuple[str, str, str], int] = defaultdict(int)
 
     def pipeline(self, pipeline_id: str, events: int) -> AbstractContextManager[object]:
         if self.tracer is None:
             return nullcontext()
+        parent, links = self.parent
         span: AbstractContextManager[object] = self.tracer.start_as_current_span(
-            f"pipeline {pipeline_id}", attributes={"edgewise.pipeline": pipeline_id, "edgewise.events": events})
+            f"pipeline {pipeline_id}", context=parent, links=links,
+            attributes={"edgewise.pipeline": pipeline_id, "edgewise.events": events})
         return span
 
     def step(self, pipeline_id: str, guarded: GuardedStep, batch: Batch, ctx: RunContext) -> Batch:

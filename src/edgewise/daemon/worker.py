@@ -38,6 +38,7 @@ from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import LivePublisher
 from edgewise.state import StateStore
+from edgewise.tracecontext import parent_of
 
 QUEUE_POSITION = "<queue>"
 """The position key under which stateful workers commit the last queue entry their state includes."""
@@ -159,6 +160,8 @@ class Worker:
     def _run(self, entries: list[Entry]) -> None:
         self.current = [(e, entry_batch(e)) for e in entries]
         batch = Batch.concat([b for _, b in self.current])
+        if self.meter.tracer is not None:
+            self.meter.parent = parent_of([e.meta for e in entries])
         try:
             self.engine.process(batch)
         except SinkError as exc:

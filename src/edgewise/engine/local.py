@@ -165,9 +165,9 @@ class LocalEngine:
                     break
                 out = (guarded.run(out, self.ctx) if instrument is None
                        else instrument.step(pipeline_id, guarded, out, self.ctx))
-        self.ctx.stats.events_out[pipeline_id] += len(out)
-        for target in targets:
-            self._send(target, out)
+            self.ctx.stats.events_out[pipeline_id] += len(out)
+            for target in targets:  # inside the pipeline's span: a sink's request continues its trace
+                self._send(target, out)
         if self.collect is not None and len(out):
             self.collect(pipeline_id, out)
         return out

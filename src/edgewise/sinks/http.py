@@ -22,6 +22,7 @@ from edgewise.events import Batch
 from edgewise.jsonio import dumps, dumps_lines
 from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
 from edgewise.sinks.stdout import envelope_of
+from edgewise.tracecontext import outgoing
 
 
 class HttpClientConfig(SinkConfig):
@@ -95,9 +96,10 @@ def send(client: httpx.Client, method: str, url: str, body: bytes, content_type:
     """One request with an ``Idempotency-Key`` from the event ids; raise what the sink runner retries (connection
     errors, 5xx, 408, 429) as ``RetryableSinkError`` and other refusals as ``SinkError``."""
     key = hashlib.sha256("\n".join(ids).encode()).hexdigest()
+    headers = {"Content-Type": content_type, "Idempotency-Key": key}
+    outgoing(headers)  # the pipeline span it is sent from, when tracing (edgewise/tracecontext.py)
     try:
-        response = client.request(method, url, content=body,
-                                  headers={"Content-Type": content_type, "Idempotency-Key": key})
+        response = client.request(method, url, content=body, headers=headers)
     except httpx.HTTPError as exc:
         raise RetryableSinkError(f"{url}: {type(exc).__name__}: {exc}") from None
     status = response.status_code
