@@ -14,6 +14,9 @@ Cities (--city):
   GTFS-realtime positions, data/capmetro-2016-11-25), sorted by the vehicles' clocks and replayed at 1200x (the day
   in about a minute); cells of about 2 km, 5-minute windows. The daemon's source is idle 10 s after the replay's
   end, and its event time then moves on at the replay's pace (`idle_speed: 1200`): the last windows close at once.
+  By default the replay publishes the positions to the MQTT broker on 127.0.0.1:1883, where one answers
+  (mosquitto), and the daemon subscribes to them, as vehicles and a fleet's gateway do; else it posts them over
+  HTTP (--via chooses).
 - helsinki: HSL's HFP recordings (data/hsl-hfp-apc-dumps: a few buses, MQTT dumps, the HFP path), at 30x their
   pace; 30 s windows, closed by the idle source's clock (about 45 s after the replay).
 
@@ -37,6 +40,7 @@ import contextlib
 import ctypes
 import math
 import re
+import secrets
 import shutil
 import signal
 import sqlite3
@@ -78,8 +82,8 @@ class City:
     """The map page's options for this fleet (docs/live.md)."""
     max_gap: str
     """Silences of the recording longer than this are shortened to it."""
-    last_windows_s: float
-    """After the last message, how long until the idle clock has closed the last windows."""
+    closes_after_s: float
+    """How far event time must move on after the last message to close the last windows (window + watermark)."""
 
 
 CITIES = {
@@ -87,15 +91,11 @@ CITIES = {
         pipeline="examples/austin/live.yaml", recording="data/capmetro-2016-11-25/vehicle_positions.csv",
         replay=("--format", "csv", "--time-field", "timestamp", "--order", "time"), speed="1200", db="cells.db",
         lat="latitude", long="longitude", map_query="?vehicle_ttl=600", max_gap="10m",
-        # live.yaml's idle_timeout (10 s); then event time moves on 1200 s a second, past the last window's end
-        # (5 min) and watermark (1 min) in under a second; 2 s to spare
-        last_windows_s=10 + 1 + 2),
+        closes_after_s=5 * 60 + 60),  # live.yaml's 5-minute windows and 1-minute watermark
     "helsinki": City(
         pipeline="examples/hsl/live.yaml", recording="data/hsl-hfp-apc-dumps/*/hfp.dump",
         replay=("--dedupe-lines",), speed="30", db="hsl.db", lat="lat", long="long", map_query="", max_gap="2s",
-        # live.yaml's idle_timeout (5 s), then event time moves on with the clock until it passes the last
-        # window's end (30 s windows) and watermark (10 s); 2 s to spare
-        last_windows_s=5 + 30 + 10 + 2),
+        closes_after_s=30 + 10),  # live.yaml's 30 s windows and 10 s watermark
 }
 HUB_SCHEMA = ("event_type STRING, lat DOUBLE, long DOUBLE, tst STRING, spd DOUBLE, "
               "topic STRUCT<operator_id: STRING, vehicle_number: STRING>")
@@ -110,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="times the recorded pace, or max (default: 1200 for austin, 30 for helsinki: about a "
                         "minute)")
     parser.add_argument("--port", type=int, default=0, help="the daemon's port (default 0: a free one)")
+    parser.add_argument("--via", choices=["auto", "mqtt", "http"], default="auto",
+                        help="how the replay reaches the daemon: mqtt (through the MQTT broker on 127.0.0.1:1883, "
+                        "as vehicles publish their positions), http, or auto (default: mqtt when a broker answers "
+                        "there, else http)")
     stay = parser.add_mutually_exclusive_group()
     stay.add_argument("--stay", dest="stay", action="store_true", default=None,
                       help="keep the map up after the replay until Ctrl-C (the default on a terminal)")
@@ -126,10 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     stay_up = sys.stdin.isatty() if args.stay is None else args.stay
     hub: Hub | None = None
 
+    via = args.via if args.via != "auto" else ("mqtt" if broker_answers() else "http")
+    if via == "mqtt" and args.hub:
+        parser.error("--hub runs with --via http")
+    if via == "mqtt" and not broker_answers():
+        print(f"showcase: no MQTT broker answers on {BROKER[0]}:{BROKER[1]} (start mosquitto, or use --via http)",
+              file=sys.stderr)
+        return 2
     shutil.rmtree(RUN_DIR, ignore_errors=True)
     RUN_DIR.mkdir(parents=True)
+    pipeline, to = ROOT / city.pipeline, "{url}/v1/events"
+    if via == "mqtt":
+        pipeline, to = over_mqtt(city)
+        print(f"showcase: the daemon takes the positions from the MQTT broker on {BROKER[0]}:{BROKER[1]} "
+              f"({pipeline.relative_to(ROOT)}: {city.pipeline} with an mqtt source)", flush=True)
     with open(RUN_DIR / "daemon.log", "wb") as log:
-        daemon = subprocess.Popen([edgewise, "serve", str(ROOT / city.pipeline), "--data-dir",
+        daemon = subprocess.Popen([edgewise, "serve", str(pipeline), "--data-dir",
                                    str(RUN_DIR / "daemon"), "--port", str(args.port)], stdout=log,
                                   stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=die_with_parent)
     backdrop = Backdrop(edgewise, city)  # read while the daemon starts
@@ -145,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.hub:
             hub = Hub(edgewise, url)
             print(f"showcase: Spark's cells:  {url}/ui/map?cells={HUB_CHANNEL}", flush=True)
-        print(f"showcase: replaying {city.recording} {pace} (Ctrl-C stops)", flush=True)
+        print(f"showcase: replaying {city.recording} {pace} over {via.upper()} (Ctrl-C stops)", flush=True)
         replay = subprocess.Popen([edgewise, "replay", city.recording, *city.replay, "--speed", speed,
-                                   "--max-gap", city.max_gap, "--to", f"{url}/v1/events"], cwd=ROOT,
+                                   "--max-gap", city.max_gap, "--to", to.format(url=url)], cwd=ROOT,
                                   preexec_fn=die_with_parent)
         backdrop.publish(url)
         if hub is not None and not hub.follow(replay):
@@ -156,12 +172,12 @@ def main(argv: list[str] | None = None) -> int:
         if replay.wait() != 0:
             print("showcase: the replay failed (see above)", file=sys.stderr)
             return 1
-        processed = wait_processed(url)
+        wait_processed(url)
         # Spark does not need the edge's last windows closed: it runs while they close
         if hub is not None and not hub.finish():
             return 1
         if not stay_up:  # staying, the map shows them as they close
-            wait_closed(city.last_windows_s - (time.monotonic() - processed))
+            wait_closed(url, city.closes_after_s)
         print(f"showcase: {summary(url)}; cell results in {RUN_DIR.relative_to(ROOT) / city.db} "
               f"({count_cells(RUN_DIR / city.db)} rows in table cells)", flush=True)
         if hub is not None and not stay_up:
@@ -176,6 +192,44 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     finally:
         stop(daemon)
+
+
+BROKER = ("127.0.0.1", 1883)
+
+
+def broker_answers() -> bool:
+    """Whether an MQTT broker listens on BROKER (mosquitto, where one runs)."""
+    import socket
+
+    try:
+        with socket.create_connection(BROKER, timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def over_mqtt(city: City) -> tuple[Path, str]:
+    """The city's pipeline file with its http source replaced by an mqtt source on a topic of this run's own (two
+    showcases on one broker do not see each other's positions), written into RUN_DIR with its sinks' paths made
+    absolute; and the replay's target, that topic."""
+    source_file = ROOT / city.pipeline
+    doc = yaml.safe_load(source_file.read_text())
+    topic = f"edgewise-showcase/{secrets.token_hex(4)}/positions"
+    http = doc["sources"][0]
+    idle = {k: http[k] for k in ("idle_timeout", "idle_speed") if k in http}
+    doc["sources"] = [
+        {"id": http["id"], "type": "mqtt", "url": f"mqtt://{BROKER[0]}:{BROKER[1]}", "topics": [topic],
+         "format": "json", "qos": 1, "clean_start": True, "client_id": f"edgewise-{topic.split('/')[1]}", **idle},
+        # the open http source a daemon has anyway (for the map's backdrop and any post), declared so that it is
+        # idle as soon as the mqtt source is, not after the default 30 s
+        {"id": "http", "type": "http", "anonymous": True, **idle}]
+    for sink in doc.get("sinks", []):
+        if "path" in sink:
+            sink["path"] = str((source_file.parent / sink["path"]).resolve())
+    written = RUN_DIR / "live.yaml"
+    written.write_text(f"# {city.pipeline}, its source taking MQTT (examples/showcase.py --via mqtt)\n"
+                       + yaml.safe_dump(doc, sort_keys=False))
+    return written, f"mqtt://{BROKER[0]}:{BROKER[1]}/{topic}"
 
 
 class Backdrop:
@@ -239,23 +293,30 @@ def wait_ready(log: Path, daemon: subprocess.Popen[bytes], timeout: float = 60) 
     return None
 
 
-def wait_processed(url: str, timeout: float = 300) -> float:
-    """Wait until the daemon processed everything; when that was (time.monotonic())."""
+def wait_processed(url: str, timeout: float = 300) -> None:
+    """Wait until the daemon processed everything."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         q = httpx.get(f"{url}/v1/queue", timeout=5).json()
         if q["queued_events"] == 0 and q["in_flight_entries"] == 0:
-            break
+            return
         time.sleep(0.5)
-    return time.monotonic()
 
 
-def wait_closed(seconds: float) -> None:
-    """Wait the rest of a city's `last_windows_s` for the last windows to close."""
-    if seconds > 0:
-        print(f"showcase: waiting {seconds:.0f} s for the last windows to close (the source is idle, so event "
-              "time moves on with the clock)", flush=True)
-        time.sleep(seconds)
+def wait_closed(url: str, seconds: float) -> None:
+    """Until the idle source has moved event time on by `seconds` (past the last window's end and watermark), so
+    the last windows have closed: `idle_advanced_s` of /v1/queue, a condition rather than a guess at the clock."""
+    print("showcase: waiting for the last windows to close (the source is idle: event time moves on without it)",
+          flush=True)
+    def advanced() -> float:
+        return float(httpx.get(f"{url}/v1/queue", timeout=5).json().get("idle_advanced_s", 0))
+
+    start, deadline = advanced(), time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if advanced() - start >= seconds:
+            return
+        time.sleep(0.5)
+    print("showcase: the last windows did not close within 5 minutes", file=sys.stderr)
 
 
 def summary(url: str) -> str:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import austin_oracle, hsl_oracle
-from tests.conftest import ROOT
+from tests.conftest import ROOT, need, port_open
 from tests.core_only import core_only_env
 
 
@@ -43,12 +43,21 @@ def stored_cells(db: Path) -> dict[tuple[str, str], tuple[int, int]]:
 
 
 @pytest.mark.slow
-def test_make_run_replays_austins_day_with_the_core_install_only(tmp_path: Path) -> None:
+@pytest.mark.service
+@pytest.mark.parametrize("via", ["mqtt", "http"])
+def test_make_run_replays_austins_day_with_the_core_install_only(tmp_path: Path, via: str) -> None:
+    """Through the MQTT broker (mosquitto, as `make run` does where one runs) and over HTTP."""
+    if via == "mqtt":
+        need(port_open(1883), "an MQTT broker on 127.0.0.1:1883 (mosquitto)")
     run_dir = showcase_tree(tmp_path)
-    done = subprocess.run([sys.executable, "examples/showcase.py", "--speed", "max", "--no-stay"],
+    done = subprocess.run([sys.executable, "examples/showcase.py", "--speed", "max", "--no-stay", "--via", via],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300, env=core_only_env(tmp_path))
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"/ui/map\?vehicle_ttl=600\n", done.stdout)
+    assert f"as fast as possible over {via.upper()}" in done.stdout
+    if via == "mqtt":  # the daemon ran the city's file with an mqtt source on a topic of the run's own
+        ran = (run_dir / "live.yaml").read_text()
+        assert "type: mqtt" in ran and "edgewise-showcase/" in ran and str(run_dir / "cells.db") in ran
     expected = austin_oracle.cells()
     assert f"32038 messages processed; 32038 positions and {len(expected)} cell results to the map; 0 late" \
         in done.stdout
@@ -62,7 +71,7 @@ def test_make_run_replays_austins_day_with_the_core_install_only(tmp_path: Path)
 def test_make_run_city_helsinki_replays_the_hfp_recordings(tmp_path: Path) -> None:
     run_dir = showcase_tree(tmp_path)
     done = subprocess.run([sys.executable, "examples/showcase.py", "--city", "helsinki", "--speed", "max",
-                           "--no-stay"], cwd=tmp_path, capture_output=True, text=True, timeout=150)
+                           "--no-stay", "--via", "http"], cwd=tmp_path, capture_output=True, text=True, timeout=150)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "/ui/map" in done.stdout and "1990 messages processed" in done.stdout and "0 late" in done.stdout
     assert stored_cells(run_dir / "hsl.db") == hsl_oracle.cells(hsl_oracle.positions())

@@ -37,7 +37,7 @@ def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path:
     shutil.copy(ROOT / "examples" / "showcase.py", tmp_path / "examples" / "showcase.py")
     # at 60x the replay lasts about half a minute: long enough for Spark runs while it goes on
     done = subprocess.run([sys.executable, "examples/showcase.py", "--city", "helsinki", "--hub", "--speed", "60",
-                           "--no-stay"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+                           "--no-stay", "--via", "http"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     run_dir = tmp_path / "out" / "showcase"
     log = (run_dir / "hub.log").read_text(errors="replace") if (run_dir / "hub.log").exists() else ""
     assert done.returncode == 0, done.stdout + done.stderr + log[-3000:]

@@ -216,6 +216,9 @@ def build_app(daemon: Daemon) -> ASGIApp:
             "workers": [{"index": h.index, "pid": h.process.pid, "ready": h.ready, "alive": h.process.is_alive()}
                         for h in list(daemon.pool.workers.values())],
             "processed_events": daemon.metrics.workers.total("acked"),
+            # event time moved on by idle sources since the daemon started (the most any worker moved it)
+            "idle_advanced_s": max((s.get("idle_advanced_us", 0) for s in daemon.metrics.workers.snapshots()),
+                                   default=0) / 1_000_000,
             "sources": {sid: s.status() for sid, s in list(daemon.sources.items())},
             "pipelines": [p.id for p in daemon.spec.plan.pipelines],
             "steps": daemon.metrics.workers.steps(),

@@ -219,6 +219,7 @@ class Worker:
             "sink_failures": stats.sink_failures,
             "sink_retries": {sid: r.retries for sid, r in self.engine.runners.items() if r.retries},
             "step_outcomes": [[step, what, n] for (step, what), n in stats.steps.items()],
+            "idle_advanced_us": self.engine.idleness.advanced_us,
             **self.meter.snapshot(),
         }
 

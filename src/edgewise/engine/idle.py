@@ -27,6 +27,9 @@ class Idleness:
         1200x sets 1200, so its quiet keeps the recording's pace; a source of live data keeps 1)."""
         self.last: dict[str, int] = {}
         self._credited_to: int | None = None
+        self.advanced_us = 0
+        """How far event time has moved on while every source was idle, in all (``/v1/queue``'s
+        ``idle_advanced_s``: a script can wait on it rather than on the clock)."""
 
     @property
     def enabled(self) -> bool:
@@ -52,7 +55,9 @@ class Idleness:
                 return 0
         since = max(self.last.values()) if self._credited_to is None else self._credited_to
         self._credited_to = now_us
-        return max(0, round((now_us - since) * self.speed))
+        moved = max(0, round((now_us - since) * self.speed))
+        self.advanced_us += moved
+        return moved
 
 
 def unused_idle_timeouts(sources: Iterable[SourceConfig], engine: str) -> list[str]:
