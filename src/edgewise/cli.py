@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -568,12 +570,25 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     count = len(job.compiled)
     status.say(f"edgewise: {count} pipeline{'' if count == 1 else 's'} on Spark {spark.version} "
                f"({spark.sparkContext.master}), checkpoint {os.path.abspath(args.checkpoint)}")
+    stop = threading.Event()
+    signalled: list[str] = []
+
+    def request_stop(signum: int, frame: object) -> None:  # only a flag: never an exception inside a py4j call
+        signalled.append(signal.Signals(signum).name)
+        stop.set()
+
+    handlers = {} if args.once else {sig: signal.signal(sig, request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        job.run()
-    except KeyboardInterrupt:
+        job.run(stop)
+    except KeyboardInterrupt:  # --once: Ctrl-C ends the run (its micro-batch is redone by the next)
         job.stop()
         print("edgewise: stopped; the next run resumes from the checkpoint", file=sys.stderr)
         return 130
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    if signalled:
+        print(f"edgewise: stopped on {signalled[0]}; the next run resumes from the checkpoint", file=sys.stderr)
     written: dict[str, int] = {}
     for c in job.compiled:
         for sink, n in c.writer.stats.written.items():

@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -377,8 +378,10 @@ class SparkJob:
             c.lines.started()
         return [c.query for c in chosen if c.query is not None]
 
-    def run(self) -> None:
-        """Run until the queries stop (``--once``: until the input is processed and event-time state flushed)."""
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Run until the queries stop (``--once``: until the input is processed and event-time state flushed). A
+        continuous job also stops when ``stop`` is set (SIGINT, SIGTERM): between two polls of its queries, never
+        inside a call into the JVM, so the queries stop as Spark stops them and the checkpoint is whole."""
         flushed = [c for c in self.compiled if c.flushed] if self.options.once and self.options.flush else []
         # the marker goes with the data where the data is read in one micro-batch: the next one, with no data,
         # then closes every window and deadline (two micro-batches in all, not four)
@@ -391,6 +394,9 @@ class SparkJob:
                 while not self.spark.streams.awaitAnyTermination(PROGRESS_POLL_S):
                     for c in self.compiled:
                         self._report_batches(c)
+                    if stop is not None and stop.is_set():
+                        self.stop()
+                        return
                     self._show_running(self.compiled)
             except Exception as exc:  # reported as the job's failure, with Spark's message
                 raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
