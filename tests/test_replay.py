@@ -424,7 +424,7 @@ def test_the_command_explains_bad_arguments() -> None:
         out = edgewise("replay", str(HSL / "stopChange" / "hfp.dump"), *args)
         assert out.returncode == 2 and expected in out.stderr and "Traceback" not in out.stderr, out.stderr
     missing = edgewise("replay", "no/such/*.dump")
-    assert missing.returncode == 1 and "no file matches" in missing.stderr
+    assert missing.returncode == 2 and "no file matches" in missing.stderr  # as a missing pipeline file
 
 
 def test_the_docs_pipeline_replays_the_bundled_recordings_on_schedule(tmp_path: Path) -> None:

@@ -55,7 +55,10 @@ def test_the_map_follows_the_stream_by_the_display_rules(start_daemon, browser: 
     assert page.evaluate("[...cells.keys()].sort()") == sorted(tile(lat, 24.94, 14) for lat in (60.17, 60.2, 60.0))
     assert page.evaluate("cells.get(" + json.dumps(tile(60.17, 24.94, 14)) + ").p.vehicles") == 2
     assert page.text("legend-label") == "cells: vehicles (window result)"
-    assert (page.text("legend-min"), page.text("legend-max")) == ("1", "2")
+    assert (page.text("legend-min"), page.text("legend-max")) == ("0", "2")  # counts are coloured from 0
+    # the colour scale's range: from 0 (or a negative minimum); a lone value is not the top colour (issue 40)
+    assert page.evaluate("[range([0]), range([7.5]), range([-3, 2]), range([])]") == [[0, 1], [0, 7.5], [-3, 2],
+                                                                                      [0, 1]]
 
     # a window result stays for its window's length + 5 s of event time after it (t = 1009.999999 s), no longer
     post([position("z", 1024.5)])
