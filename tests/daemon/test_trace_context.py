@@ -40,13 +40,13 @@ class Capture(ThreadingHTTPServer):
         self.requests: list[dict[str, str]] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(handler) -> None:  # noqa: N805 (the handler, not the server)
+            def do_POST(handler) -> None:  # `handler`: the request handler; `self` is the server
                 handler.rfile.read(int(handler.headers.get("content-length", 0)))
                 self.requests.append({k.lower(): v for k, v in handler.headers.items()})
                 handler.send_response(200)
                 handler.end_headers()
 
-            def log_message(handler, *args: object) -> None:  # noqa: N805
+            def log_message(handler, *args: object) -> None:
                 pass
 
         super().__init__(("127.0.0.1", 0), Handler)
