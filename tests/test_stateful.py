@@ -92,7 +92,9 @@ def test_restart_with_a_redis_store() -> None:
     try:
         outputs, _ = _canonical_run(plan, [*events[:17], CRASH, *events[17:]], batch_size=3, open_store=open_store)
         assert_records_equal(outputs["mixed"], expected["mixed"])
-        assert any(k.startswith("source/") for k, _ in open_store("default").scan(""))  # it was Redis that held it
+        held = [k for k, _ in open_store("default").scan("")]
+        assert held and not any(k.startswith(("source/", "run/", "digest/")) for k in held)  # Redis held the state;
+        # the finished run forgot its position (the crash's restart resumed from the one Redis held then)
     finally:
         cleanup = open_store("default")
         for key, _ in list(cleanup.scan("")):
@@ -244,10 +246,12 @@ def test_kill_minus_nine_then_restart_equals_an_uninterrupted_run(tmp_path: Path
     assert_records_equal(killed.values(), expected.values())
 
 
-def test_a_later_run_on_other_input_does_not_skip_it(tmp_path: Path) -> None:
+def test_a_later_run_after_a_finished_one_reads_all_of_its_input(tmp_path: Path) -> None:
     """Issue 13: with a persistent store, a second `edgewise run` on *different* stdin used to print "resuming
-    after 2 events" and skip its first lines. It resumes only where the input starts with exactly the committed
-    events; other input is read from its start, the state kept, under a new run id (its ids are new)."""
+    after 2 events" and skip its first lines. Issue 39: so did one on stdin that *starts with* the finished run's
+    lines: a finished run was taken for a crashed one. A run that read its input to the end forgets where it
+    stopped in its last commit: every later run reads all of its input, the state kept (only a killed run resumes:
+    test_kill_minus_nine_then_restart_equals_an_uninterrupted_run)."""
     pipeline = tmp_path / "p.yaml"
     pipeline.write_text("""
 version: 1
@@ -270,12 +274,15 @@ pipelines:
     other, err = edgewise_run([10, 20, 30])  # other input: every line counts, on top of the kept state
     assert [r["x"] for r in other] == [10, 20, 30]
     assert other[-1]["so_far"] == {"n": 5, "total": 63}
-    assert "resuming" not in err and "not the one the state store's last commit covers" in err
-    again, err = edgewise_run([10, 20, 30, 40])  # the committed input, grown by one line: only the new line runs
-    assert [r["x"] for r in again] == [40] and again[0]["so_far"] == {"n": 6, "total": 103}
-    assert "resuming after 3 events" in err
-    shorter, err = edgewise_run([10])  # shorter than what was committed: not the same input
-    assert [r["x"] for r in shorter] == [10] and "reading it from its start" in err
+    assert "resuming" not in err
+    again, err = edgewise_run([10, 20, 30, 40])  # the finished run's input grown by one line: all of it runs
+    assert [r["x"] for r in again] == [10, 20, 30, 40] and again[-1]["so_far"] == {"n": 9, "total": 163}
+    assert "resuming" not in err and "reading it from its start" not in err
+    shorter, err = edgewise_run([10])
+    assert [r["x"] for r in shorter] == [10] and shorter[0]["so_far"] == {"n": 10, "total": 173}
+    with sqlite3.connect(tmp_path / "st.db") as db:  # nothing of a finished run's position is left behind
+        assert db.execute("SELECT count(*) FROM kv WHERE key LIKE 'source/%' OR key LIKE 'run/%' "
+                          "OR key LIKE 'digest/%'").fetchone() == (0,)
 
 
 def test_new_input_under_a_restored_run_gets_new_event_ids() -> None:

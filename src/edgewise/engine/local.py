@@ -204,7 +204,7 @@ class LocalEngine:
             if flushed is not None and len(flushed):
                 self._continue(pipeline, i + 1, flushed)
 
-    def commit(self, *, force: bool = False) -> None:
+    def commit(self, *, force: bool = False, ended: Iterable[str] = ()) -> None:
         """Make progress durable: flush the sinks, then commit state and source positions together. Only with a
         durable store, and at most every ``commit_interval`` unless forced."""
         if not self.state.durable:
@@ -213,7 +213,7 @@ class LocalEngine:
         if not force and now - self._last_commit_us < self.commit_interval_us:
             return
         self.flush_sinks()
-        self.state.commit(self.positions, self.runs, self.digests)
+        self.state.commit(self.positions, self.runs, self.digests, ended)
         self._last_commit_us = now
 
     def flush_sinks(self) -> None:
@@ -265,7 +265,11 @@ class LocalEngine:
             for source in sources:
                 self._read(source, source_ctx)
             self.finish()
-            self.commit(force=True)
+            # the input was read to its end: the commit that holds its last state also forgets where it stopped,
+            # so a later run on this store reads its own input from the start instead of taking it for a resume
+            ended = [*self.positions]
+            self.positions, self.runs, self.digests = {}, {}, {}
+            self.commit(force=True, ended=ended)
         except Crash:
             raise  # like kill -9: no flush, no commit, no close
         except BaseException:

@@ -10,7 +10,7 @@ steps use several stores, each store is committed atomically on its own and the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from edgewise.state import StateStore, open_store
@@ -70,8 +70,11 @@ class StateRuntime:
             store = self.stores[name]
             store.apply({key: None for prefix in wanted for key, _ in store.scan(prefix)})
 
-    def commit(self, positions: Mapping[str, int], runs: Mapping[str, str], digests: Mapping[str, str]) -> None:
-        """Commit every step's changes (and the positions) to their stores, one transaction per store."""
+    def commit(self, positions: Mapping[str, int], runs: Mapping[str, str], digests: Mapping[str, str],
+               ended: Iterable[str] = ()) -> None:
+        """Commit every step's changes (and the positions) to their stores, one transaction per store. ``ended``:
+        sources whose input a run read to its end: their position, run id and digest are removed with this commit,
+        so the next run reads its input from the start (a finished run is not a crashed one)."""
         writes: dict[str, dict[str, bytes | None]] = {name: {} for name in self.stores}
         for step in self.steps:
             changes = step.changes()
@@ -86,6 +89,9 @@ class StateRuntime:
             writes["default"][f"run/{source_id}"] = run_id.encode()
         for source_id, digest in digests.items():
             writes["default"][f"digest/{source_id}"] = digest.encode()
+        for source_id in ended:
+            for kind in ("source", "run", "digest"):
+                writes["default"][f"{kind}/{source_id}"] = None
         for name, batch in writes.items():
             store = self.stores[name]
             if batch and store.durable:
