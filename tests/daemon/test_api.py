@@ -219,6 +219,30 @@ sinks:
     assert {x.location for x in letters} == {"sink"} and "could not deliver" in letters[0].error
 
 
+def test_an_event_a_step_failed_on_is_dead_lettered_once_when_its_batch_mates_sink_fails(start_daemon, tmp_path):
+    """Issue 39: the event that failed at the step was dead-lettered twice, also as a failure of the sink it never
+    reached (its batch-mates failed there), and replay-dead-letters then ran it twice."""
+    d = start_daemon("""
+version: 1
+pipelines:
+  - id: p
+    steps:
+      - annotate: {id: divide, set: {q: "10 div n"}}
+    to: [hook]
+sinks:
+  - {id: hook, type: http, url: "http://127.0.0.1:9/nothing", retry: {attempts: 2, backoff: 10ms}}
+""")
+    d.post("/v1/events", '[{"n": 2}, {"n": 0}, {"n": 5}]')
+    wait_for(lambda: d.client.get("/v1/queue").json()["queued_events"] == 0
+             and d.client.get("/v1/queue").json()["dead_letters"] >= 3, what="the batch dead-lettered")
+    d.stop()
+    queue = QueueReader(queue_path(str(tmp_path / "data")))
+    letters = sorted((x.event_id, x.location) for x in queue.dead_letters())
+    assert letters == [("http:1", "sink"), ("http:2", "step:p/divide"), ("http:3", "sink")]
+    assert queue.replay_dead_letters() == 3
+    assert sorted(i for e in queue.peek() for i in e.event_ids()) == ["http:1", "http:2", "http:3"]
+
+
 def test_queryable_state(start_daemon, tmp_path):
     d = start_daemon("""
 version: 1

@@ -162,14 +162,19 @@ class Worker:
         batch = Batch.concat([b for _, b in self.current])
         if self.meter.tracer is not None:
             self.meter.parent = parent_of([e.meta for e in entries])
+        letters_before = len(self.letters)
         try:
             self.engine.process(batch)
         except SinkError as exc:
             error = str(exc)
+            # an event a step already failed on (dead-lettered at that step during this run) never reached the
+            # sink: it stays one dead letter, or replay-dead-letters would run it twice
+            failed_at_a_step = {letter[0] for letter in self.letters[letters_before:]}
             for entry, b in self.current:
                 for event_id, payload in zip(b.ids(), b.payloads, strict=True):
-                    self.letters.append((event_id, entry.source, orjson.dumps(payload), entry.ingest_us, "sink",
-                                         error))
+                    if event_id not in failed_at_a_step:
+                        self.letters.append((event_id, entry.source, orjson.dumps(payload), entry.ingest_us,
+                                             "sink", error))
         finally:
             self.current = []
 
