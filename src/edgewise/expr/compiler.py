@@ -76,6 +76,8 @@ def parse(text: str) -> Any:
             detail = f"{_plain(errors[0].get('description', detail))} at column {errors[0].get('col', '?')}"
         raise ConfigError(f"the expression {text!r} does not parse: {detail}") from None
     _no_split_shift(text)
+    if tree is not None:
+        tree = tree.transform(_negative_typed_literal)
     if tree is None or isinstance(tree, exp.Select | exp.Query | exp.Command):
         raise ConfigError(f"expected an SQL expression, found {text!r}")
     return tree
@@ -386,6 +388,28 @@ def _neg(node: exp.Neg, ctx: _Context) -> Evaluator:
             value = V.LONG_MIN  # -9223372036854775808 is a BIGINT literal, as in Spark
         return _const(value)
     return lambda p: V.neg(inner(p))
+
+
+_INTEGRAL = frozenset({exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
+                       exp.DataType.Type.BIGINT})
+
+
+def _negative_typed_literal(node: exp.Expression) -> exp.Expression:
+    """``-128Y`` is the TINYINT -128, not ``128Y`` (out of range) negated: as Spark reads it, on both engines (the
+    Spark engine writes its SQL from this tree too)."""
+    if isinstance(node, exp.Neg) and _is_typed_literal(node.this):
+        negated = node.this.copy()
+        negated.set("this", exp.Literal.number(f"-{node.this.this.this}"))
+        return negated
+    return node
+
+
+def _is_typed_literal(node: exp.Expression) -> bool:
+    """A number with a type suffix (``128Y``, ``5S``, ``9L``): sqlglot reads it as a cast of the number, without
+    the cast's own arguments (a written ``CAST``/``TRY_CAST`` has them)."""
+    return (isinstance(node, exp.TryCast) and "format" not in node.args and not node.args.get("safe")
+            and isinstance(node.this, exp.Literal) and not node.this.is_string
+            and node.args["to"].this in _INTEGRAL)
 
 
 def _paren(node: exp.Paren, ctx: _Context) -> Evaluator:

@@ -289,11 +289,33 @@ def _null_beside(a: Any, b: Any) -> None:
     return None
 
 
+def _date_plus_days(day: date, days: int) -> date:
+    """``date + n`` (Spark's date_add, as its ``+`` reads a DATE beside an integer)."""
+    if not -(2**31) <= days < 2**31:
+        raise EvalError("ARITHMETIC_OVERFLOW", f"{days} days is out of the INT range date arithmetic takes")
+    try:
+        return day + timedelta(days=days)
+    except OverflowError:
+        raise EvalError("ARITHMETIC_OVERFLOW", f"{day} + {days} days is out of the DATE range") from None
+
+
+def _is_day(v: Any) -> bool:
+    return v.__class__ is date
+
+
+def _is_integer(v: Any) -> bool:
+    return v.__class__ is int
+
+
 def add(a: Any, b: Any) -> Any:
     if a is None or b is None:
         return _null_beside(a, b)
     if a.__class__ is int and b.__class__ is int:
         return check_long(a + b)
+    if _is_day(a) and _is_integer(b):
+        return _date_plus_days(a, b)
+    if _is_integer(a) and _is_day(b):
+        return _date_plus_days(b, a)
     x, y = _coerce_pair(a, b, "+")
     return check_long(x + y) if isinstance(x, int) else x + y
 
@@ -303,6 +325,8 @@ def sub(a: Any, b: Any) -> Any:
         return _null_beside(a, b)
     if a.__class__ is int and b.__class__ is int:
         return check_long(a - b)
+    if _is_day(a) and _is_integer(b):
+        return _date_plus_days(a, -b)
     x, y = _coerce_pair(a, b, "-")
     return check_long(x - y) if isinstance(x, int) else x - y
 

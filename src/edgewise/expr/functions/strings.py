@@ -165,6 +165,8 @@ def split(v: Any, pattern: Any, limit: Any = -1) -> list[str]:
     """Splits around matches of a regular expression; ``limit`` > 0 caps the number of parts."""
     s = _s(v)
     n = _int(limit)
+    if _s(pattern) == "" and s:  # each character, as Spark splits around the empty pattern (no empty last part)
+        return [*s] if n <= 0 or n >= len(s) else [*s[:n - 1], s[n - 1:]]
     rx = java_regex(_s(pattern))
     if s == "":
         return [""]
@@ -213,6 +215,9 @@ def regexp_replace(v: Any, pattern: Any, rep: Any, pos: Any = 1) -> str:
     """Replaces every match of a regular expression; ``$1`` in the replacement is group 1."""
     s = _s(v)
     start = _int(pos) - 1
+    if start < 0:
+        raise EvalError("DATATYPE_MISMATCH.VALUE_OUT_OF_RANGE",
+                        f"regexp_replace's position must be 1 or more, found {start + 1}")
     rx = java_regex(_s(pattern))
     return s[:start] + rx.sub(_java_replacement(_s(rep)), s[start:])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from edgewise.errors import EvalError
@@ -117,6 +118,11 @@ def _from_epoch(unit_us: int) -> Any:
     def convert(v: Any) -> datetime:
         if isinstance(v, float) and unit_us == 1_000_000:
             return _ts(v)
+        if isinstance(v, Decimal) and unit_us == 1_000_000:  # timestamp_seconds(1.23): the fraction is kept
+            try:
+                return V.timestamp_from_us(int(v * 1_000_000))
+            except OverflowError:
+                raise EvalError("ARITHMETIC_OVERFLOW", f"{v} is out of the TIMESTAMP range") from None
         n = V.to_long(v)
         assert n is not None
         try:
