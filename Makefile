@@ -27,7 +27,7 @@ CITY ?= austin
 run: $(BIN)/.core  ## the showcase: a day of Austin's bus fleet replayed live into an edge daemon, on a map (edge core only; CITY=helsinki: HSL's HFP recordings)
 	$(BIN)/python examples/showcase.py --city $(CITY)
 
-run-hub: $(BIN)/.installed  ## the showcase with its cells pipeline also on Spark, over the daemon's spool, onto the same map (needs Java 17)
+run-hub: $(BIN)/.installed  ## the Helsinki showcase with its cells pipeline also on a continuous Spark job, over the daemon's spool, onto the same map (needs Java 17)
 	$(BIN)/python examples/showcase.py --city helsinki --hub
 
 # the suite's time is mostly waiting (Spark micro-batches, daemons, a browser): three workers on two cores

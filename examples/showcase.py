@@ -22,9 +22,9 @@ Cities (--city):
 
 With --hub (`make run-hub`, helsinki) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would,
 over the spool the daemon writes (out/showcase/spool: every message, with its id and event time, a segment sealed
-at each commit). During the replay, `edgewise spark --once --keep-open` runs again and again on one checkpoint:
-each run reads the segments sealed since the last, gives the windows its data's watermark closed and leaves the
-open ones for the next; after the replay one `edgewise spark --once` closes the rest. Its live sink posts the cell
+at each commit). One continuous `edgewise spark` job (the hub) starts before the replay and reads each segment
+as it is sealed, closing windows as its watermark moves; after the replay SIGTERM stops it cleanly and one
+`edgewise spark --once` on the same checkpoint reads the rest and closes the last windows. Its live sink posts the cell
 results to the daemon's channel `hub-cells`, shown by the same map (/ui/map?cells=hub-cells) beside the edge's
 own; without --stay the script then compares Spark's cells (out/showcase/hub.db) with the edge's, record by
 record. --hub needs the `spark` extra and Java 17.
@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.hub:
             hub = Hub(edgewise, url)
             print(f"showcase: Spark's cells:  {url}/ui/map?cells={HUB_CHANNEL}", flush=True)
+            if not hub.start():
+                return 1
         print(f"showcase: replaying {city.recording} {pace} over {via.upper()} (Ctrl-C stops)", flush=True)
         replay = subprocess.Popen([edgewise, "replay", city.recording, *city.replay, "--speed", speed,
                                    "--max-gap", city.max_gap, "--to", to.format(url=url)], cwd=ROOT,
@@ -346,32 +348,59 @@ class Hub:
         self.file = RUN_DIR / "hub.yaml"
         self.checkpoint = RUN_DIR / "hub-checkpoint"
         self.log = RUN_DIR / "hub.log"
+        self.job: subprocess.Popen[bytes] | None = None
         self.file.write_text(yaml.safe_dump(hub_pipeline_file(url), sort_keys=False))
 
+    def start(self) -> bool:
+        """One continuous `edgewise spark` job over the spool (the hub), started before the replay: the replay
+        begins once its queries run (a JVM takes 10-20 s to start), so Spark's cells reach the map during it."""
+        print(f"showcase: starting the cells pipeline on Spark, a continuous job over the daemon's spool (its log: "
+              f"{self.log.relative_to(ROOT)})", flush=True)
+        with open(self.log, "ab") as log:
+            self.job = subprocess.Popen([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
+                                         "--trigger", "1"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                        preexec_fn=die_with_parent)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            if self.job.poll() is not None:
+                return self._failed()
+            if re.search(r"pipelines? on Spark", self.log.read_text(errors="replace")):
+                return True
+            time.sleep(0.5)
+        return self._failed()
+
     def follow(self, replay: subprocess.Popen[bytes]) -> bool:
-        """While the replay runs: `edgewise spark --once --keep-open` over the segments sealed so far, one run after
-        another on the same checkpoint. Each run posts the windows its data's watermark closed to the map and keeps
-        the open ones for the next (a flushing run would make the next run's events late). False if a run failed."""
-        spool = RUN_DIR / "spool"
-        print(f"showcase: the cells pipeline on Spark, over the daemon's spool while the replay runs "
-              f"(edgewise spark --once --keep-open, again and again; its log: {self.log.relative_to(ROOT)})",
-              flush=True)
-        runs = 0
+        """While the replay runs: the continuous job reads each segment the daemon seals, within a second or so,
+        and posts the windows its watermark closed to the map. False if it failed."""
+        assert self.job is not None
+        told = False
         while replay.poll() is None:
-            if not any(spool.glob("*.ndjson")):  # nothing sealed yet
-                time.sleep(0.5)
-                continue
-            if not self._spark("--keep-open"):
-                return False
-            runs += 1
-            print(f"showcase: Spark run {runs} during the replay: {count_cells(RUN_DIR / 'hub.db')} cell "
-                  "results so far", flush=True)
+            if self.job.poll() is not None:
+                return self._failed()
+            if not told and count_cells(RUN_DIR / "hub.db"):
+                told = True
+                print(f"showcase: Spark's first cell results are on the map during the replay "
+                      f"({count_cells(RUN_DIR / 'hub.db')} so far)", flush=True)
+            time.sleep(0.5)
         return True
 
     def finish(self) -> bool:
-        """Once the spool is complete: `edgewise spark --once` over what is left (it reads the last segments, then
-        ends the input, which closes the last windows: Spark's watermark moves only with data)."""
+        """Once the spool is complete: SIGTERM stops the continuous job cleanly, then `edgewise spark --once` on the
+        same checkpoint reads what the job had not read yet and ends the input, which closes the last windows
+        (Spark's watermark moves only with data; exactly-once across the two: one checkpoint)."""
         wait_sealed(RUN_DIR / "spool")
+        if self.job is not None and self.job.poll() is None:
+            started = time.monotonic()
+            self.job.send_signal(signal.SIGTERM)
+            try:
+                code = self.job.wait(120)
+            except subprocess.TimeoutExpired:
+                self.job.kill()
+                code = -9
+            if code != 0:
+                return self._failed()
+            print(f"showcase: the continuous job stopped on SIGTERM in {time.monotonic() - started:.1f} s",
+                  flush=True)
         print("showcase: the replay is done: closing the last windows on Spark (edgewise spark --once)", flush=True)
         if not self._spark():
             return False
@@ -380,6 +409,11 @@ class Hub:
               f"({count_cells(RUN_DIR / 'hub.db')} rows in table cells); "
               f"{live.get(HUB_CHANNEL, {}).get('published', 0)} to the map", flush=True)
         return True
+
+    def _failed(self) -> bool:
+        print(f"showcase: the Spark job failed; its log:\n{self.log.read_text(errors='replace')[-3000:]}",
+              file=sys.stderr)
+        return False
 
     def _spark(self, *flags: str) -> bool:
         with open(self.log, "ab") as log:

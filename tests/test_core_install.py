@@ -21,13 +21,14 @@ def edgewise(tmp_path: Path, *args: str, stdin: str = "") -> subprocess.Complete
 
 def test_the_guard_refuses_what_only_an_extra_installs(tmp_path: Path) -> None:
     assert {"pydantic", "sqlglot", "orjson", "starlette", "cryptography"} <= core_distributions()
-    assert {"pyspark", "paho", "redis", "nats", "psycopg", "hypothesis"} <= blocked_modules()
+    assert {"pyspark", "redis", "nats", "psycopg", "hypothesis"} <= blocked_modules()
+    assert "paho" not in blocked_modules()  # MQTT is core: the showcase's ingestion path
     probe = ("import importlib, sys\n"
-             "for m in ('pydantic', 'sqlglot', 'cryptography'): importlib.import_module(m)\n"
-             "try:\n    import paho.mqtt.client\nexcept ModuleNotFoundError as e:\n    print('refused', e.name)\n")
+             "for m in ('pydantic', 'sqlglot', 'cryptography', 'paho.mqtt.client'): importlib.import_module(m)\n"
+             "try:\n    import nats.js\nexcept ModuleNotFoundError as e:\n    print('refused', e.name)\n")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=core_only_env(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "refused paho"
+    assert done.stdout.strip() == "refused nats"
 
 
 @pytest.mark.parametrize("args", [
