@@ -398,7 +398,7 @@ def _negative_typed_literal(node: exp.Expression) -> exp.Expression:
     """``-128Y`` is the TINYINT -128, not ``128Y`` (out of range) negated: as Spark reads it, on both engines (the
     Spark engine writes its SQL from this tree too)."""
     if isinstance(node, exp.Neg) and _is_typed_literal(node.this):
-        negated = node.this.copy()
+        negated: exp.Expression = node.this.copy()
         negated.set("this", exp.Literal.number(f"-{node.this.this.this}"))
         return negated
     return node

@@ -395,7 +395,7 @@ class SparkJob:
                     for c in self.compiled:
                         self._report_batches(c)
                     if stop is not None and stop.is_set():
-                        self.stop()
+                        self.stop(between_batches=True)
                         return
                     self._show_running(self.compiled)
             except Exception as exc:  # reported as the job's failure, with Spark's message
@@ -462,9 +462,19 @@ class SparkJob:
         if doing:
             self.running("; ".join(doing))
 
-    def stop(self) -> None:
+    def stop(self, *, between_batches: bool = False, wait_s: float = 60) -> None:
+        """Stop the queries. ``between_batches``: each once it is between two micro-batches (for up to ``wait_s``):
+        a query stopped inside its foreachBatch interrupts the Python writer, and Spark then matches the long Py4J
+        error that makes against a regular expression of its own (``StreamExecution``'s test for an interruption),
+        which overflows the stream thread's stack (a StackOverflowError on stderr; the run is still exactly-once,
+        as the batch is redone by the next run)."""
+        deadline = time.monotonic() + (wait_s if between_batches else 0)
         for c in self.compiled:
-            if c.query is not None and c.query.isActive:
+            if c.query is None:
+                continue
+            while c.query.isActive and time.monotonic() < deadline and c.query.status.get("isTriggerActive"):
+                time.sleep(0.02)
+            if c.query.isActive:
                 c.query.stop()
 
     def late_counts(self) -> dict[str, int]:
