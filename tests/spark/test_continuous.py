@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,31 +62,29 @@ def test_a_continuous_job_stops_cleanly_on_sigterm_and_sigint_and_resumes_exactl
     spool, out = tmp_path / "in", tmp_path / "out"
     spool.mkdir()
     _segment(spool, 0, _events(0, 25))  # t 1000..1024: windows up to [1010, 1020) close (watermark 1022)
-    hub = _hub(tmp_path)
-    try:
-        wait_for(lambda: len(_windows(out)) >= 3, timeout=240, what="the first windows")
-        _segment(spool, 1, _events(25, 45))  # t ..1044: [1020, 1030) and [1030, 1040) close
-        wait_for(lambda: len(_windows(out)) >= 9, timeout=120, what="windows of the second segment")
-        hub.send_signal(signal.SIGTERM)
-        assert hub.wait(60) == 0
-    finally:
-        if hub.poll() is None:
-            hub.kill()
-    log = (tmp_path / "hub.log").read_text(errors="replace")
-    assert "stopped on SIGTERM; the next run resumes from the checkpoint" in log
-    assert "Traceback" not in log and "py4j" not in log.lower() and "reentrant" not in log, log[-3000:]
 
+    def run_until(windows: int, signum: signal.Signals, more: Callable[[], None] = lambda: None) -> None:
+        """A job until `windows` windows are out (`more` writes input meanwhile), then stopped by `signum`."""
+        hub = _hub(tmp_path)
+        try:
+            more()
+            wait_for(lambda: len(_windows(out)) >= windows, timeout=240, what=f"{windows} windows")
+            hub.send_signal(signum)
+            assert hub.wait(60) == 0
+        finally:
+            if hub.poll() is None:
+                hub.kill()
+        log = (tmp_path / "hub.log").read_text(errors="replace")
+        assert f"stopped on {signum.name}; the next run resumes from the checkpoint" in log
+        assert "Traceback" not in log and "py4j" not in log.lower() and "Exception" not in log, log[-3000:]
+
+    def second_segment() -> None:  # t ..1044: [1020, 1030) and [1030, 1040) close too
+        wait_for(lambda: len(_windows(out)) >= 3, timeout=240, what="the first windows")
+        _segment(spool, 1, _events(25, 45))
+
+    run_until(9, signal.SIGTERM, second_segment)
     _segment(spool, 2, _events(45, 70))  # read by the restarted job: t ..1069
-    hub = _hub(tmp_path)
-    try:
-        wait_for(lambda: len(_windows(out)) >= 18, timeout=240, what="windows after the restart")
-        hub.send_signal(signal.SIGINT)
-        assert hub.wait(60) == 0
-    finally:
-        if hub.poll() is None:
-            hub.kill()
-    log = (tmp_path / "hub.log").read_text(errors="replace")
-    assert "stopped on SIGINT" in log and "Traceback" not in log and "py4j" not in log.lower(), log[-3000:]
+    run_until(18, signal.SIGINT)
     # every window the watermark (1067) closed, once: a plain count
     closed: Counter[tuple[str, int]] = Counter()
     for e in _events(0, 70):
