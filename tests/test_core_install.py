@@ -51,3 +51,16 @@ def test_a_run_with_an_entwine_step_needs_no_extra(tmp_path: Path) -> None:
     done = edgewise(tmp_path, "run", "p.yaml", stdin='{"n": 1}\n{"n": 2}\n')
     assert done.returncode == 0, done.stderr
     assert len(done.stdout.splitlines()) == 2
+
+
+def test_what_needs_an_extra_says_which_one(tmp_path: Path) -> None:
+    """On the core install, the Spark engine and a connector of an extra are refused with the pip command that
+    installs what they need, not a ModuleNotFoundError."""
+    done = edgewise(tmp_path, "spark", str(ROOT / "examples" / "ysb" / "windowed.yaml"), "--once")
+    assert done.returncode != 0 and "pip install 'edgewise[spark]'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and "ModuleNotFoundError" not in done.stderr
+    (tmp_path / "p.yaml").write_text("version: 1\npipelines: [{id: p, steps: [], to: [cache]}]\n"
+                                     "sinks: [{id: cache, type: redis, stream: s}]\n")
+    done = edgewise(tmp_path, "run", "p.yaml", stdin='{"a": 1}\n')
+    assert done.returncode == 2 and "pip install 'edgewise[redis]'" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
