@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from edgewise.wording import count
+
 
 class EdgewiseError(Exception):
     """Root of every error edgewise raises on purpose."""
@@ -108,7 +110,7 @@ class EventsFailed(EdgewiseError):
         self.output = output
         self.failures = failures
         first = next(iter(failures.values()))
-        super().__init__(f"{len(failures)} {'event' if len(failures) == 1 else 'events'} failed, the first: {first}")
+        super().__init__(f"{count(len(failures), 'event')} failed, the first: {first}")
 
 
 class SourceError(EdgewiseError):

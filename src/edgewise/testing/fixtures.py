@@ -27,7 +27,6 @@ them, so a case with a crash expects the same results as the same case without i
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -109,13 +108,17 @@ class FixtureReport:
         return sum(r.unsupported for r in self.results)
 
 
+FIXTURE_SUFFIXES = (".test.yaml", ".test.yml")
+"""How a fixture file's name ends."""
+
+
 def find_fixture_files(paths: list[str]) -> list[str]:
     """Fixture files named by ``paths``: files as given, directories searched for ``*.test.yaml``."""
     found: list[str] = []
     for path in paths:
         if os.path.isdir(path):
             for root, _, files in os.walk(path):
-                found += [os.path.join(root, f) for f in sorted(files) if f.endswith((".test.yaml", ".test.yml"))]
+                found += [os.path.join(root, f) for f in sorted(files) if f.endswith(FIXTURE_SUFFIXES)]
         else:
             found.append(path)
     return sorted(found)
@@ -124,7 +127,8 @@ def find_fixture_files(paths: list[str]) -> list[str]:
 def load_fixture(path: str) -> tuple[FixtureFile, Plan]:
     doc = load_file(path)
     if isinstance(doc.data, dict) and "tests" not in doc.data and "version" in doc.data:
-        tests = sorted(glob.glob(os.path.join(os.path.dirname(path) or ".", "*.test.y*ml")))
+        folder = os.path.dirname(path) or "."
+        tests = [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(FIXTURE_SUFFIXES)]
         hint = f"; the test files beside it: {', '.join(tests)}" if tests else ""
         raise doc.error((), "this is a pipeline file, not a test file (`pipeline:` and `tests:`): check it with "
                         f"`edgewise validate {path}`, run it with `edgewise run {path}`{hint}")
