@@ -356,6 +356,9 @@ class Hub:
         begins once its queries run (a JVM takes 10-20 s to start), so Spark's cells reach the map during it."""
         print(f"showcase: starting the cells pipeline on Spark, a continuous job over the daemon's spool (its log: "
               f"{self.log.relative_to(ROOT)})", flush=True)
+        # the daemon's worker makes the spool when it opens its sinks, which may be after the daemon answers: the
+        # job checks that its source is a directory before it starts
+        (RUN_DIR / "spool").mkdir(exist_ok=True)
         with open(self.log, "ab") as log:
             self.job = subprocess.Popen([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
                                          "--trigger", "1"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
