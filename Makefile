@@ -52,6 +52,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/spark_ysb.py
 	$(BIN)/python bench/spark_ysb_start.py
 	$(BIN)/python bench/spark_codegen.py
+	$(BIN)/python bench/spark_keyed.py
 
 FUZZ_MINUTES ?= 30
 FUZZ_ORACLES ?= crash,batch,spark

@@ -85,15 +85,21 @@ def make_archive(spool: Path, base: Path, env: dict[str, str], cores: int) -> tu
     first = run([sys.executable, "-m", "edgewise", "spark", str(pipeline), "--once", "--quiet", "--master",
                  f"local[{cores}]", "--checkpoint", str(work / "ck")], env)
     started = time.perf_counter()
-    (directory,) = (Path(env["EDGEWISE_CACHE_DIR"]) / "spark-startup").iterdir()
+    archive = built_archive(Path(env["EDGEWISE_CACHE_DIR"]))
+    return archive, {
+        "recording_run_s": round(first, 2), "build_after_exit_s": round(time.perf_counter() - started, 1),
+        "size_mb": round(archive.stat().st_size / 1e6)}
+
+
+def built_archive(cache: Path) -> Path:
+    """The class archive a recording run's helper builds in the cache ``cache``, once it is there."""
+    (directory,) = (cache / "spark-startup").iterdir()
     archive = StartupArchive(directory)
     while archive.lock.exists():
         time.sleep(0.2)
     if not archive.archive.exists():
         raise SystemExit(f"no class archive was made: {archive.build_log}")
-    return archive.archive, {
-        "recording_run_s": round(first, 2), "build_after_exit_s": round(time.perf_counter() - started, 1),
-        "size_mb": round(archive.archive.stat().st_size / 1e6)}
+    return archive.archive
 
 
 def compare(edgewise: list[float], hand_written: list[float]) -> dict[str, float]:

@@ -68,6 +68,49 @@ def test_csv_clf_regex_and_hfp_formats(tmp_path: Path) -> None:
     assert events[1]["topic"]["transport_mode"] == "bus"  # type: ignore[index]
 
 
+def test_csv_null_values_read_as_null_so_an_average_skips_them(tmp_path: Path) -> None:
+    # nycflights13's shape: NA for a missing number; a quoted "NA" is the same cell text, an empty cell too
+    (tmp_path / "flights.csv").write_text('origin,dep_delay,tailnum\nEWR,2,N14228\nEWR,NA,NA\nEWR,,N24211\n'
+                                          'JFK,"NA",x\nJFK,-4,NAN\n')
+    ctx = BuildContext(str(tmp_path))
+    rows, _, _ = read_all(FileSource(FileSourceConfig(id="c", path="flights.csv", format="csv",
+                                                      null_values=["NA", ""]), ctx))
+    assert [r["dep_delay"] for r in rows] == ["2", None, None, None, "-4"]
+    assert [r["tailnum"] for r in rows] == ["N14228", None, "N24211", "x", "NAN"]  # whole cells only
+    plain, _, _ = read_all(FileSource(FileSourceConfig(id="c", path="flights.csv", format="csv"), ctx))
+    assert plain[1]["dep_delay"] == "NA"  # without null_values a cell stays text
+    plan = load_text_plan("""
+version: 1
+sources: [{id: c, type: file, path: flights.csv, format: csv, null_values: [NA, '']}]
+pipelines:
+  - id: p
+    steps: [{aggregate: {id: delays, key: [origin], aggs: {avg: "avg(cast(dep_delay AS INT))", n: count(dep_delay)},
+             into: delay}}]
+    to: [out]
+sinks: [{id: out, type: stdout}]
+""", file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path))
+    from edgewise.testing import run_sources
+
+    result = run_sources(plan, [plan.source(s) for s in plan.sources])
+    assert not result.errors
+    last = {r["origin"]: r["delay"] for _, r in result.produced["p"]}
+    assert last == {"EWR": {"avg": 2.0, "n": 1}, "JFK": {"avg": -4.0, "n": 1}}
+
+
+def test_clf_agent_without_its_closing_quote_is_read_to_the_end_of_the_line(tmp_path: Path) -> None:
+    (tmp_path / "access.log").write_text(
+        '66.249.66.1 - - [17/May/2015:10:05:03 +0000] "GET /robots.txt HTTP/1.1" 200 26 "-" '
+        '"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)  \n'
+        '10.0.0.2 - - [17/May/2015:10:05:04 +0000] "GET / HTTP/1.1" 200 5 "-" "curl/8"\n'
+        '10.0.0.3 - - [17/May/2015:10:05:05 +0000] "GET / HTTP/1.1\n')
+    logs, ids, problems = read_all(FileSource(FileSourceConfig(id="l", path="access.log", format="clf"),
+                                              BuildContext(str(tmp_path))))
+    assert [r["agent"] for r in logs] == ["Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)",
+                                          "curl/8"]
+    assert logs[0]["status"] == 200 and logs[0]["referer"] is None and logs[0]["path"] == "/robots.txt"
+    assert len(problems) == 1 and ids == ["l:access.log:1", "l:access.log:2"]  # an unclosed request is not a line
+
+
 def test_hfp_topics_with_spaces_decode() -> None:
     dump = ROOT / "data" / "hsl-hfp-apc-dumps" / "currentStopNull" / "hfp.dump"
     events, _, problems = read_all(FileSource(FileSourceConfig(id="h", path=str(dump), format="hfp"),

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from edgewise.config import load
-from edgewise.config.plan import Plan
+import typing as _typing
+
 from edgewise.errors import (
     ConfigError,
     EdgewiseError,
@@ -20,7 +20,29 @@ from edgewise.errors import (
     StepError,
 )
 from edgewise.events import Batch, Event
-from edgewise.expr.compiler import Expression, compile_expression
+
+if _typing.TYPE_CHECKING:
+    from edgewise.config import load
+    from edgewise.config.plan import Plan
+    from edgewise.expr.compiler import Expression, compile_expression
+
+_LAZY = {"load": "edgewise.config", "Plan": "edgewise.config.plan", "Expression": "edgewise.expr.compiler",
+         "compile_expression": "edgewise.expr.compiler"}
+"""Names whose modules load on first use: the config models and the expression compiler take half a second to
+import, which every ``import edgewise.…`` would pay (a Spark Python worker importing one small module, say)."""
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'edgewise' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "Batch",

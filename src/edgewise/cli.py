@@ -550,7 +550,10 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
 def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
-    from edgewise.engine.spark.session import spark_session
+    from edgewise.engine.spark.session import require_pyspark, spark_session
+
+    require_pyspark()
+    from edgewise.engine.spark.sources import check_plan
 
     conf: dict[str, str] = {}
     for item in args.conf:
@@ -558,6 +561,7 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
         if not sep:
             raise ConfigError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
+    check_plan(plan)  # what Spark cannot read or run is refused before its JVM starts
     status.show("starting Spark")
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf,
                           report=lambda line: status.say(f"edgewise: {line}"))

@@ -4,6 +4,7 @@ spark`, `test --engine spark`."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,32 @@ def test_spark_on_a_terminal_shows_what_it_is_doing_on_a_status_line(project: Pa
     assert "pipeline per-room: micro-batch 1: 0 rows in, 2 to windows (" in text  # the lines stay
     assert "edgewise: done: 2 to out, 2 to windows" in text
     assert "\x1b[" in text
+
+
+def test_rows_in_are_the_events_each_micro_batch_read_where_segments_are_read_whole(
+        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a dedupe keeps state by key and reads event ids, so each segment is read whole and its lines numbered: Spark's
+    # own count is then one row per segment ("1 rows in" whatever the segment held)
+    (tmp_path / "in").mkdir()
+    for n, count in ((1, 3), (2, 5)):
+        segment = tmp_path / "in" / f"part-{n}.ndjson"
+        segment.write_text("".join(json.dumps({"k": i % 2, "t": 10 * n + i}) + "\n" for i in range(count))
+                           + ("not json\n" if n == 2 else ""))
+        os.utime(segment, (1_000_000 + n, 1_000_000 + n))
+    (tmp_path / "p.yaml").write_text("""\
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: once
+    steps: [{dedupe: {id: first, key: k, within: 1h}}]
+    to: [out]
+sinks: [{id: out, type: file, path: out}]
+""")
+    code = main(["spark", str(tmp_path / "p.yaml"), "--checkpoint", str(tmp_path / "ck"), "--once",
+                 "--max-files-per-trigger", "1"])
+    err = capsys.readouterr().err
+    assert code == 1, err  # the malformed line
+    assert "1 malformed input records skipped" in err, err
+    assert "pipeline once: micro-batch 0: 3 rows in, 2 to out (" in err
+    assert "pipeline once: micro-batch 1: 6 rows in, nothing written (" in err  # 5 events and a malformed line

@@ -49,10 +49,14 @@ def test_the_bundled_hsl_recordings_give_the_same_events_and_ids_on_both_engines
 
 CASES = {
     "csv": ("data.csv", "format: csv", 'id,name,score\n1,ann,3.5\n2,"bo, b",x\n\n3,cy,\n'),
+    "csv-nulls": ("flights.csv", "format: csv, null_values: ['NA', '']",
+                  'year,dep_delay,tailnum\n2013,2,N14228\n2013,NA,NA\n2013,,N24211\n2013,"NA",x\n'),
     "clf": ("access.log", "format: clf",
             '127.0.0.1 - frank [10/Oct/2000:13:55:36 -0700] "GET /a.gif HTTP/1.0" 200 2326\n'
             "this is not a log line\n"
-            '10.0.0.2 - - [10/Oct/2000:13:56:00 -0700] "POST /b HTTP/1.1" 404 - "-" "curl/8"\n'),
+            '10.0.0.2 - - [10/Oct/2000:13:56:00 -0700] "POST /b HTTP/1.1" 404 - "-" "curl/8"\n'
+            '66.249.66.1 - - [17/May/2015:10:05:03 +0000] "GET /robots.txt HTTP/1.1" 200 26 "-" '
+            '"Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)\n'),
     "regex": ("app.log", r"format: regex, regex: '^(?P<level>[A-Z]+) (?P<msg>.*)$'",
               "INFO started\nnope\nERROR disk full: 99%\n\nWARN ünïcode\n"),
     "json": ("doc.json", "format: json", json.dumps([{"a": 1}, {"a": [1, 2], "b": None}, {"c": {"d": "e"}}])),
@@ -62,6 +66,20 @@ CASES = {
             '{"VP": {"veh": 1, "spd": 3.5}}\n2024-01-01T00:00:01Z /hfp/v2/x {"VP": 3}\n'
             '2024-01-01T00:00:02Z /hfp/v2/journey/ongoing/due/bus/0018/00001 {"DUE": {"veh": 1}}\n'),
 }
+
+
+def test_a_single_file_path_reads_that_file_alone_on_both_engines(spark: Any, tmp_path: Path) -> None:
+    # Spark's file stream takes a directory or a glob ("Option 'basePath' must be a directory" for a file); its
+    # neighbours, one with a name the file's would match as a glob, are not read
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "flights[1].csv").write_text("origin,dep_delay\nEWR,NA\nJFK,3\n")
+    (tmp_path / "data" / "flights1.csv").write_text("origin,dep_delay\nLGA,9\n")
+    (tmp_path / "data" / "other.csv").write_text("origin,dep_delay\nLGA,7\n")
+    local, on_spark, malformed, _ = both_engines(
+        spark, tmp_path, "{id: f, type: file, path: 'data/flights[1].csv', format: csv, null_values: [NA]}")
+    assert malformed == 0 and on_spark == local
+    assert sorted(local.values(), key=str) == [{"origin": "EWR", "dep_delay": None},
+                                               {"origin": "JFK", "dep_delay": "3"}]
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.spark.test_sources_and_sinks import _collecting
 
 
@@ -149,3 +151,54 @@ def test_an_aggregate_dead_letter_is_dated_by_the_clock(spark: Any, tmp_path: Pa
     assert letter["event"] == {"k": 1, "v": "x"}
     failed_at = dt.datetime.fromisoformat(letter["failed_at"].replace("Z", "+00:00"))
     assert abs((dt.datetime.now(dt.UTC) - failed_at).total_seconds()) < 600
+
+
+def test_a_new_checkpoint_pins_its_buckets_and_one_keyed_per_key_is_refused(spark: Any, tmp_path: Path) -> None:
+    from edgewise.config import load_text_plan
+    from edgewise.engine.spark.job import LAYOUT_FILE, TYPES_FILE, SparkJob, SparkOptions
+    from edgewise.errors import ConfigError
+
+    (tmp_path / "in").mkdir()
+    text = _spool_pipeline("      - dedupe: {id: once, key: k, within: 1m}\n")
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True))
+    pinned = json.loads((tmp_path / "ck" / LAYOUT_FILE).read_text())
+    assert pinned == {"keyed_buckets": 8}  # 4 per shuffle partition (the test session runs 2), at least 8
+    # a checkpoint an earlier edgewise started (types, offsets, no layout) kept its keyed state per key
+    old = tmp_path / "old"
+    (old / "p" / "offsets").mkdir(parents=True)
+    (old / TYPES_FILE).write_text("{}")
+    with pytest.raises(ConfigError, match=r"keeps the state of its keyed steps per key.*Start a new checkpoint"):
+        SparkJob(spark, plan, SparkOptions(checkpoint=str(old), once=True))
+    assert not (old / LAYOUT_FILE).exists()
+
+
+def test_a_bucket_of_events_from_two_sources_keeps_each_events_source(spark: Any, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """A bucket's events, in event-time order, alternate between the sources; a local batch holds one source's."""
+    from edgewise.cli import main
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        _segment(tmp_path / name, 1, [{"k": i % 5, "t": 2 * i + (name == "b")} for i in range(12)])
+    (tmp_path / "p.yaml").write_text("""\
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: a, type: file, path: a}, {id: b, type: file, path: b}]
+pipelines:
+  - id: p
+    steps: [{aggregate: {id: n, key: [k], aggs: {n: count()}, into: so_far}}]
+    to: [out]
+sinks: [{id: out, type: file, path: out, envelope: true}]
+""")
+    assert main(["spark", str(tmp_path / "p.yaml"), "--checkpoint", str(tmp_path / "ck"), "--once"]) == 0
+    lines = [json.loads(line) for p in sorted((tmp_path / "out").glob("*.ndjson")) for line in p.read_text().split()]
+    assert len(lines) == 24
+    assert all(e["source"] == e["id"].split(":")[0] for e in lines), lines
+    # each key's running count over both sources, in event-time order
+    by_key: dict[int, list[tuple[int, int]]] = {}
+    for e in lines:
+        by_key.setdefault(e["payload"]["k"], []).append((e["payload"]["t"], e["payload"]["so_far"]["n"]))
+    for key, seen in by_key.items():
+        assert [n for _, n in sorted(seen)] == list(range(1, len(seen) + 1)), key
+    capsys.readouterr()

@@ -14,6 +14,7 @@ from edgewise.engine.spark.session import (
     QUICK_COMPILER,
     local_cores,
     session_settings,
+    with_task_retries,
 )
 
 
@@ -42,8 +43,8 @@ def test_python_processes_wait_two_minutes_for_the_jvms_sockets(spark: Any) -> N
 
 def test_a_short_lived_driver_compiles_with_c1_only(spark: Any) -> None:
     """The shared test session is short_lived, as `explain --engine spark`'s is: its JVM was launched with the
-    quick compiler only (the option reached the JVM, not just the configuration)."""
-    assert QUICK_COMPILER in spark.conf.get(DRIVER_OPTIONS).split()  # from short_lived, not the test's environment
+    quick compiler only (the option reached the JVM, not just the configuration). The session's configuration is
+    not read: an `edgewise spark` run in this process before (without short_lived) sets it again."""
     arguments = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     assert QUICK_COMPILER in list(arguments)
 
@@ -67,3 +68,28 @@ def test_a_cluster_master_keeps_sparks_shuffle_partitions_and_checkpoint_manager
     assert "spark.sql.shuffle.partitions" not in settings
     assert "spark.sql.streaming.checkpointFileManagerClass" not in settings
     assert session_settings("local[3]")["spark.sql.shuffle.partitions"] == "3"
+
+
+@pytest.mark.parametrize(("master", "given"), [("local", "local[1,4]"), ("local[2]", "local[2,4]"),
+                                               ("local[*]", "local[*,4]"), ("local[2,1]", "local[2,1]"),
+                                               ("spark://host:7077", "spark://host:7077"), ("yarn", "yarn")])
+def test_a_local_master_retries_a_failed_task(master: str, given: str) -> None:
+    assert with_task_retries(master) == given
+    assert local_cores(given) == local_cores(master)
+
+
+def test_the_shared_session_retries_tasks(spark: Any) -> None:
+    assert spark.sparkContext.master == "local[2,4]"
+
+
+def test_a_lost_python_worker_is_reported_with_what_to_try() -> None:
+    from edgewise.engine.spark.job import _first_line
+
+    spark_said = ("An exception was thrown from the Python worker. Job aborted due to stage failure: Task 0 in "
+                  "stage 3.0 failed 4 times, most recent failure: Lost task 0.3 (TID 9): org.apache.spark."
+                  "SparkException: Python worker failed to connect back.\n\tat org.apache.spark.api.python...")
+    line = _first_line(RuntimeError(spark_said))
+    assert line.startswith("An exception was thrown from the Python worker.")
+    assert "Run again: the checkpoint resumes" in line and "--master local[1]" in line and "\n" not in line
+    assert _first_line(RuntimeError("[DIVIDE_BY_ZERO] Division by zero.")) == "[DIVIDE_BY_ZERO] Division by zero."
+    assert _first_line(RuntimeError()) == "RuntimeError"

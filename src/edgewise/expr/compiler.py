@@ -28,6 +28,7 @@ from edgewise.expr.functions import FUNCTIONS
 from edgewise.expr.functions.base import Evaluator, Lambda, Scope
 from edgewise.expr.functions.casts import cast_function
 from edgewise.expr.functions.conditional import as_common_type, if_, number_beside
+from edgewise.expr.intervals import add_interval, interval_operand
 
 NOT_ALLOWED = {
     "current_timestamp": "it reads the wall clock; use the event time or a field of the event",
@@ -380,6 +381,38 @@ def _binary(op: Callable[[Any, Any], Any]) -> Callable[[exp.Expression, _Context
     return build
 
 
+def _plus_minus(op: Callable[[Any, Any], Any], sign: int) -> Callable[[exp.Expression, _Context], Evaluator]:
+    """``+`` (sign 1) or ``-`` (sign -1): ``op``, or with an INTERVAL operand the interval arithmetic
+    (``intervals.py``)."""
+    plain = _binary(op)
+
+    def build(node: exp.Expression, ctx: _Context) -> Evaluator:
+        left, right = interval_operand(node.this), interval_operand(node.expression)
+        if left is None and right is None:
+            return plain(node, ctx)
+        written = node.sql(dialect=EdgewiseSpark)
+        if left is not None and right is not None:
+            raise ConfigError(f"{written!r}: an INTERVAL is only for arithmetic with a timestamp or a date "
+                              "(ts + INTERVAL 2 DAYS), not a value of its own")
+        if left is not None and sign < 0:
+            raise ConfigError(f"{written!r}: an INTERVAL minus a timestamp is not defined; write ts - INTERVAL ...")
+        operand = node.expression if left is not None else node.this
+        interval = left if left is not None else right
+        assert interval is not None
+        if isinstance(operand, exp.Literal) and not operand.is_string:
+            raise ConfigError(f"{written!r}: an INTERVAL is added to a timestamp, a date or text, not a number")
+        value = _compile(operand, ctx)
+        shift = interval if sign > 0 else -interval
+        return lambda p: add_interval(value(p), shift)
+
+    return build
+
+
+def _interval(node: exp.Interval, ctx: _Context) -> Evaluator:
+    raise ConfigError(f"{node.sql(dialect=EdgewiseSpark)!r}: an INTERVAL is only for arithmetic with a timestamp or "
+                      "a date (ts + INTERVAL 2 DAYS, ts - INTERVAL '30' MINUTE), not a value of its own")
+
+
 def _neg(node: exp.Neg, ctx: _Context) -> Evaluator:
     inner = _compile(node.this, ctx)
     if _is_const(inner) and V.is_number(inner.constant):  # type: ignore[attr-defined]
@@ -723,8 +756,9 @@ _HANDLERS: dict[type[exp.Expression], Callable[[Any, _Context], Evaluator]] = {
     exp.LTE: _comparison(lambda c: c <= 0, "<="),
     exp.NullSafeEQ: _null_safe_eq,
     exp.Is: _is,
-    exp.Add: _binary(V.add),
-    exp.Sub: _binary(V.sub),
+    exp.Add: _plus_minus(V.add, 1),
+    exp.Sub: _plus_minus(V.sub, -1),
+    exp.Interval: _interval,
     exp.Mul: _binary(V.mul),
     exp.Div: _binary(V.div),
     exp.IntDiv: _binary(V.int_div),

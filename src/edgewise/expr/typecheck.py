@@ -26,6 +26,7 @@ from sqlglot import exp
 from edgewise.errors import ConfigError
 from edgewise.expr import values as V
 from edgewise.expr.compiler import parse
+from edgewise.expr.intervals import beside_interval
 
 BOOLEAN, NUMERIC, STRING, TIMESTAMP, DATE, ARRAY, MAP = "BOOLEAN", "NUMERIC", "STRING", "TIMESTAMP", "DATE", \
     "ARRAY", "MAP"
@@ -74,6 +75,10 @@ def static_type(node: Any) -> str | None:
         return static_type(node.this)
     if isinstance(node, _BOOLEAN_NODES):
         return BOOLEAN
+    if isinstance(node, exp.Add | exp.Sub) and beside_interval(node):
+        # a TIMESTAMP or text stays one; a DATE stays one or becomes a TIMESTAMP, by the unit (``intervals.py``)
+        kinds = {static_type(operand) for operand in (node.this, node.expression)}
+        return next((kind for kind in (TIMESTAMP, STRING) if kind in kinds), None)
     if isinstance(node, _NUMERIC_NODES):
         return NUMERIC
     if isinstance(node, exp.Literal):
@@ -111,7 +116,7 @@ def check_types(tree: Any, text: str) -> None:
             slots = [node.this] if isinstance(node, exp.If | exp.Not) else [node.this, node.expression]
             for child in slots:
                 _require_boolean(child, text, "a condition")
-        if isinstance(node, _ARITHMETIC):
+        if isinstance(node, _ARITHMETIC) and not beside_interval(node):
             for operand in (node.this, node.expression):
                 if isinstance(operand, exp.Literal) and operand.is_string and not _numeric_text(operand.this):
                     sql = node.sql(dialect="spark")

@@ -43,6 +43,7 @@ class LineFormatOptions(SourceConfig):
     regex: str | None = Field(None, description="with format: regex, a pattern with named groups")
     delimiter: str = Field(",", min_length=1, max_length=1, description="with format: csv")
     columns: list[str] | None = Field(None, description="with format: csv, column names when there is no header")
+    null_values: list[str] = Field([], description="with format: csv, cell values read as NULL, e.g. ['NA', '']")
 
     @model_validator(mode="after")
     def _regex_given(self) -> LineFormatOptions:
@@ -114,7 +115,8 @@ def whole_file_records(data: bytes, config: FileSourceConfig, where: str,
         return
     if fmt == "csv":
         first = 1 if config.columns else 2
-        yield from enumerate(csv_rows(text_lines(data), config.delimiter, config.columns), start=first)
+        rows = csv_rows(text_lines(data), config.delimiter, config.columns, config.null_values)
+        yield from enumerate(rows, start=first)
         return
     decode = decoder_for(fmt, config.regex) or decode_ndjson
     for number, _, payload in decoded_lines(data.split(b"\n"), 1, where, decode, malformed):

@@ -69,8 +69,11 @@ def ndjson_batch(lines: list[bytes]) -> list[Payload] | None:
 
 CLF = re.compile(
     rb'^(?P<host>\S+) (?P<ident>\S+) (?P<user>\S+) \[(?P<time>[^\]]+)\] "(?P<request>[^"]*)" '
-    rb'(?P<status>\d{3}|-) (?P<size>\d+|-)(?: "(?P<referer>[^"]*)" "(?P<agent>[^"]*)")?\s*$'
+    rb'(?P<status>\d{3}|-) (?P<size>\d+|-)(?: "(?P<referer>[^"]*)" "(?P<agent>[^"]*)(?P<closed>"?))?\s*$'
 )
+"""Common (``... status size``) or combined (``... "referer" "agent"``) log format. The agent's closing quote may
+be missing, as on real lines whose agent was cut short (a Googlebot line): the rest of the line is the agent, as
+log parsers commonly take it, rather than a malformed record."""
 
 
 def decode_clf(line: bytes) -> Payload:
@@ -89,7 +92,7 @@ def decode_clf(line: bytes) -> Payload:
     }
     if g["agent"] is not None:
         out["referer"] = None if g["referer"] == "-" else g["referer"]
-        out["agent"] = g["agent"]
+        out["agent"] = g["agent"] if g["closed"] else g["agent"].rstrip()
     return out
 
 
@@ -152,14 +155,21 @@ def decode_hfp_recording(line: bytes) -> Payload:
     return out
 
 
-def csv_rows(lines: Iterable[str], delimiter: str, columns: list[str] | None) -> Iterator[Payload]:
+def csv_rows(lines: Iterable[str], delimiter: str, columns: list[str] | None,
+             null_values: Iterable[str] = ()) -> Iterator[Payload]:
+    """A CSV file's rows as payloads of strings, by the header's names (or ``columns``); a cell equal to one of
+    ``null_values`` (R's ``NA``, an empty cell) is NULL."""
     reader = csv.reader(lines, delimiter=delimiter)
     header = columns
+    nulls = frozenset(null_values)
     for row in reader:
         if header is None:
             header = row
             continue
-        yield dict(zip(header, row, strict=False))
+        if nulls:
+            yield {name: None if cell in nulls else cell for name, cell in zip(header, row, strict=False)}
+        else:
+            yield dict(zip(header, row, strict=False))
 
 
 def json_document(data: bytes) -> list[Payload]:

@@ -216,7 +216,7 @@ class Recording:
 
     def __init__(self, files: list[tuple[str, str]], *, fmt: RecordingFormat, decoder: LineDecoder | None,
                  time_field: str, time_unit: TimeUnit = "s", delimiter: str = ",", columns: list[str] | None = None,
-                 dedupe_lines: bool = False, in_time_order: bool = False,
+                 null_values: list[str] | None = None, dedupe_lines: bool = False, in_time_order: bool = False,
                  malformed: Callable[[str], None]) -> None:
         self.files = files
         """``(path, name)`` of each file, in name order."""
@@ -226,6 +226,7 @@ class Recording:
         self.time_unit = time_unit
         self.delimiter = delimiter
         self.columns = columns
+        self.null_values = null_values or []
         self.dedupe_lines = dedupe_lines
         self.in_time_order = in_time_order
         """Read the whole recording, then replay it sorted by receive time (``order: time``): for recordings whose
@@ -409,7 +410,7 @@ class Recording:
     def _csv(self, data: bytes) -> Iterator[tuple[int, bytes, Payload]]:
         lines = text_lines(data).read().split("\n")
         first = 1 if self.columns else 2
-        rows = csv_rows(lines, self.delimiter, self.columns)
+        rows = csv_rows(lines, self.delimiter, self.columns, self.null_values)
         for offset, row in enumerate(rows):
             if not any(row.values()):
                 continue

@@ -81,7 +81,8 @@ class ReplaySource(Source):
         c = self.config
         return Recording(self.paths.named(), fmt=c.format, decoder=self.decoder,
                          time_field=c.time_field or "received_at", time_unit=c.time_unit, delimiter=c.delimiter,
-                         columns=c.columns, dedupe_lines=c.dedupe_lines, in_time_order=c.order == "time",
+                         columns=c.columns, null_values=c.null_values, dedupe_lines=c.dedupe_lines,
+                         in_time_order=c.order == "time",
                          malformed=ctx.malformed)
 
     def groups(self, ctx: SourceContext, recording: Recording | None = None) -> Iterator[tuple[int, Run]]:

@@ -14,6 +14,7 @@ local engine's decoders replace it the same way, except in JSON, where the local
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
@@ -58,11 +59,19 @@ def decode_files(config: FileSourceConfig, root: str) -> Callable[[Iterator[pd.D
     return run
 
 
+def glob_escaped(name: str) -> str:
+    """A file name as a Hadoop glob matching only itself."""
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", name)
+
+
 def decoded_frame(reader: DataStreamReader | DataFrameReader, config: FileSourceConfig, pattern: str,
                   root: str) -> DataFrame:
     """The files ``pattern`` names (a file, a directory or a glob), decoded, in the event frame's shape."""
     from pyspark.sql import functions as f
 
+    if os.path.isfile(pattern):  # Spark's file stream takes a directory or a glob: the file's directory, filtered
+        reader = reader.option("pathGlobFilter", glob_escaped(os.path.basename(pattern)))
+        pattern = os.path.dirname(pattern) or "."
     files = reader.format("text").option("wholetext", "true").load(pattern).select(
         f.col("_metadata.file_path").alias("_path"), f.col("_metadata.file_modification_time").alias("_mtime"),
         "value")

@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
-from edgewise.engine.spark.keyed import compile_aggregate, compile_complete, compile_dedupe
-from edgewise.engine.spark.progress import MicroBatchLines
+from edgewise.engine.spark.keyed import buckets_for, compile_aggregate, compile_complete, compile_dedupe
+from edgewise.engine.spark.progress import ROWS_IN_METRIC, MicroBatchLines
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
@@ -48,6 +48,7 @@ from edgewise.engine.spark.sql import SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless, runs_in_python
 from edgewise.engine.spark.windows import compile_window
 from edgewise.errors import ConfigError, EdgewiseError
+from edgewise.steps.stateful import StatefulStep
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,6 +65,9 @@ END_SOURCE = "edgewise:end"
 """The source of the end-of-input marker (a colon cannot occur in a source id)."""
 END_TIME_US = 253_370_764_800_000_000  # 9999-01-01T00:00:00Z
 TYPES_FILE = "edgewise-types.json"
+LAYOUT_FILE = "edgewise-state.json"
+"""How a checkpoint keeps edgewise's own state: the number of hash buckets of the keyed steps (``keyed.py``)."""
+KEYED_STEPS = ("aggregate", "complete", "dedupe")
 CLOCK_TRIGGER_S = 1.0
 """The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
 such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
@@ -124,6 +128,7 @@ class SparkJob:
         self.only = pipelines
         check_plan(plan)
         os.makedirs(options.checkpoint, exist_ok=True)
+        self.buckets = self._keyed_buckets()
         self.types = self._input_types()
         self.compiled = [self._compile(p) for p in plan.pipelines if not self.only or p.id in self.only]
 
@@ -152,6 +157,31 @@ class SparkJob:
                 types.tree.update(declared.tree)
                 types.sampled = {p for p in types.sampled if p[0] not in declared.tree}
         return types
+
+    def _keyed_buckets(self) -> int:
+        """The hash buckets the keyed steps keep their state in: pinned in the checkpoint on first start. A
+        checkpoint started before the buckets (it has input types but no layout) kept a keyed step's state per key,
+        which these queries cannot find: refused."""
+        checkpoint = self.options.checkpoint
+        path = os.path.join(checkpoint, LAYOUT_FILE)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                return int(json.load(fh)["keyed_buckets"])
+        if os.path.exists(os.path.join(checkpoint, TYPES_FILE)):
+            for pipeline in self.plan.pipelines:
+                if any(s.kind in KEYED_STEPS for s in pipeline.steps) and \
+                        os.path.isdir(os.path.join(checkpoint, pipeline.id, "offsets")):
+                    raise ConfigError(
+                        f"checkpoint {checkpoint}: pipeline {pipeline.id} keeps the state of its keyed steps per key, "
+                        "as edgewise did before it grouped keys in hash buckets; this edgewise cannot read it. Start "
+                        "a new checkpoint (the input is read again from its start) or finish this one with the "
+                        "edgewise that made it")
+        buckets = buckets_for(int(self.spark.conf.get("spark.sql.shuffle.partitions") or 200))
+        tmp = path + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump({"keyed_buckets": buckets}, fh)
+        os.replace(tmp, path)
+        return buckets
 
     def _infer_schema(self) -> str | None:
         schemas = []
@@ -216,6 +246,9 @@ class SparkJob:
         if self.plan.event_time is not None:
             df = df.select(*(f.expr(self._event_time_sql(df)).alias(c) if c == "event_time" else c
                              for c in F.FRAME_COLUMNS))
+        # the events (and malformed records) each micro-batch read, in its progress: Spark's own count is of the
+        # rows its sources gave, which are whole files where a spool's lines are numbered or a format decoded
+        df = df.observe(ROWS_IN_METRIC, f.count(f.lit(1)).alias("rows"))
         if marker:
             df = df.unionByName(self._end_frame(pipeline.id))
         return df
@@ -313,13 +346,16 @@ class SparkJob:
                 if routed is not None:
                     side.append(routed)
             elif step.kind == "dedupe":
-                stage = compile_dedupe(stage, cast("DedupeStep", step), self.plan, self.options.now_us)
+                stage = compile_dedupe(stage, cast("DedupeStep", step), self.plan, self.options.now_us,
+                                       self.buckets)
             elif step.kind in STATELESS and not runs_in_python(step):
                 stage = compile_stateless(stage, step)
             elif step.kind == "aggregate":
-                stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us)
+                stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us,
+                                       self.buckets)
             elif step.kind == "complete":
-                stage = compile_complete(stage, cast("CompleteStep", step), self.plan, self.options.now_us)
+                stage = compile_complete(stage, cast("CompleteStep", step), self.plan, self.options.now_us,
+                                       self.buckets)
             else:  # spawn, plugin steps and transform ops Spark has no form for: the local step on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
@@ -335,7 +371,8 @@ class SparkJob:
             out = out.unionByName(routed.select(*out.columns))
         checkpoint = os.path.join(self.options.checkpoint, pipeline.id)
         writer = BatchWriter(self.plan, pipeline.id, checkpoint, collect=self.collect, report=self.report,
-                             malformed_upstream=window_marker)
+                             malformed_upstream=window_marker,
+                             after_shuffle=any(isinstance(s, StatefulStep) for s in pipeline.steps))
         lines = MicroBatchLines(pipeline.id, self.progress, writer.written_by_batch,
                                 marker_dir=self._end_path(pipeline.id))
         clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
@@ -489,17 +526,33 @@ class SparkJobFailed(EdgewiseError):
 
 USER_RAISED = "[USER_RAISED_EXCEPTION] "
 
+WORKER_LOST = ("Python worker failed to connect back", "waiting for the Python worker to connect back",
+               "Python worker exited unexpectedly", "driver worker exited unexpectedly")
+"""Spark's words for a Python worker it lost: one that did not connect back in Spark's fixed 10 s (a busy machine
+starts Python slowly) or that crashed."""
+WORKER_LOST_HINT = (
+    " (Spark lost a Python worker after retrying the task: on a busy machine a worker can start too slowly to "
+    "connect back within Spark's 10 s, and one that crashed leaves its reason in Spark's log, shown with "
+    "EDGEWISE_SPARK_LOG_LEVEL=WARN. Run again: the checkpoint resumes at the failed micro-batch; or give the job "
+    "fewer cores, --master local[1], or a quieter machine)")
+
 
 def _first_line(exc: BaseException) -> str:
     """The line of a Spark exception that says what happened: a message edgewise raised in the query (a sampled
     type that does not fit, ``sql._checked_read``) as it was written, else Spark's error class and message."""
     text = str(exc)
+    if not text:
+        return type(exc).__name__
+    if any(words in text for words in WORKER_LOST):
+        return _first_line_of(text)[:300] + WORKER_LOST_HINT
+    return _first_line_of(text)
+
+
+def _first_line_of(text: str) -> str:
     for marker in (USER_RAISED, "Reason: "):
         if marker in text:
             text = text[text.index(marker):]
-    if not text:
-        return type(exc).__name__
-    line = text.splitlines()[0]
+    line = text.splitlines()[0] if text.strip() else text
     if line.startswith(USER_RAISED):
         line = re.sub(r" SQLSTATE: \w+$", "", line[len(USER_RAISED):])
     return line[:500]

@@ -15,6 +15,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+ROWS_IN_METRIC = "edgewise_rows_in"
+"""The observed metric (``SparkJob._input``) counting the records a micro-batch read: ``{"rows": n}``."""
+
 
 class Unseen:
     """The micro-batches of a query's progress (``recentProgress``, oldest first) not taken before."""
@@ -68,8 +71,12 @@ class MicroBatchLines:
                 self.say(line)
 
     def line(self, p: Mapping[str, Any]) -> str:
-        rows_in = sum(int(s.get("numInputRows") or 0) for s in p.get("sources") or []
-                      if not (self.marker and self.marker in str(s.get("description", ""))))
+        observed = (p.get("observedMetrics") or {}).get(ROWS_IN_METRIC)
+        if observed is not None:
+            rows_in = int(observed["rows"] or 0)
+        else:  # a query built without the metric: the rows its sources gave but the end-of-input marker's
+            rows_in = sum(int(s.get("numInputRows") or 0) for s in p.get("sources") or []
+                          if not (self.marker and self.marker in str(s.get("description", ""))))
         wrote = self.written.pop(int(p["batchId"]), {})
         out = ", ".join(f"{n:,} to {sink}" for sink, n in sorted(wrote.items()) if n) or "nothing written"
         seconds = int((p.get("durationMs") or {}).get("triggerExecution") or 0) / 1000

@@ -9,7 +9,6 @@ other routed row. Spark's Python workers pay for the JSON round trip, which is w
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
@@ -21,7 +20,14 @@ if TYPE_CHECKING:
 
     from edgewise.steps.base import Step
 
-SCHEMA = "id STRING, event_time TIMESTAMP, source STRING, _json STRING, _to STRING, _record STRING"
+SCHEMA = "id STRING, event_us BIGINT, source STRING, _json STRING, _to STRING, _record STRING"
+
+EVENT_US = "coalesce(unix_micros(event_time), -9223372036854775808)"
+"""SQL: a row's event time as the µs the local steps take (``local_steps``). Never NULL, so pandas keeps the column
+as integers (a NULL would make it floats, which lose the end-of-input marker's microseconds): a missing time (only
+a routed row can have one) is the smallest BIGINT, and ``EVENT_TIME`` makes it NULL again."""
+EVENT_TIME = "CASE WHEN event_us <> -9223372036854775808 THEN timestamp_micros(event_us) END"
+"""SQL: ``event_us`` as the row's event time again."""
 
 _STEPS: dict[tuple[str, str], Any] = {}
 """Steps built in this Python worker, by (pipeline, step id): a spawn step is built once per worker, not per row."""
@@ -35,6 +41,7 @@ def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str
         from edgewise.clock import FakeClock, SystemClock
         from edgewise.config import BuildContext
         from edgewise.engine.guard import GuardedStep
+        from edgewise.engine.spark.local_steps import run_local_step
 
         key = (pipeline_id, config.id)
         guarded = _STEPS.get(key)
@@ -48,64 +55,9 @@ def _run_partition(step_class: Any, config: Any, base_dir: str, pipeline_id: str
             rows: list[tuple[Any, ...]] = [tuple(r) for r in routed.itertuples(index=False)]
             if len(live):
                 rows += run_local_step(guarded, live, "_json", clock)
-            yield pd.DataFrame(rows, columns=["id", "event_time", "source", "_json", "_to", "_record"])
+            yield pd.DataFrame.from_records(rows, columns=["id", "event_us", "source", "_json", "_to", "_record"])
 
     return run
-
-
-def run_local_step(guarded: Any, frame: Any, json_column: str, clock: Any) -> list[tuple[Any, ...]]:
-    """The rows of ``frame`` (id, event_time, source, JSON payload) through a local step with its when, retry and
-    on_error: rows ``(id, event_time, source, payload JSON, route, record JSON)`` for its results (route ``''``)
-    and for what it sent to sinks. An event failing with ``on_error: fail`` stops the query, as native steps do."""
-    import orjson
-
-    from edgewise.engine.context import RunContext
-    from edgewise.events import Batch
-
-    sent: list[tuple[str, Batch]] = []
-    ctx = RunContext(clock=clock, send=partial(_keep, sent))
-    times = [_micros(t) for t in frame["event_time"]]
-    batch = Batch([orjson.loads(j) for j in frame[json_column]], source=str(frame["source"].iloc[0]),
-                  ingest_time_us=0, event_times=times, ids=list(frame["id"]))
-    out = guarded.run(batch, ctx)
-    if ctx.stats.failed:
-        raise RuntimeError(f"pipeline {guarded.pipeline_id}, step {guarded.step.id}: {ctx.stats.failed} events "
-                           "failed (on_error: fail)")
-    return batch_rows([("", out), *sent])
-
-
-def batch_rows(batches: list[tuple[str, Any]]) -> list[tuple[Any, ...]]:
-    """``(route, Batch)`` pairs (route ``''``: the step's results) as rows ``(id, event_time, source, payload JSON,
-    route, record JSON)``."""
-    import datetime as dt
-
-    from edgewise.jsonio import dumps
-
-    rows: list[tuple[Any, ...]] = []
-    for route, produced in batches:
-        ids = produced.ids()
-        for i, payload in enumerate(produced.payloads):
-            when = dt.datetime.fromtimestamp(produced.event_times[i] / 1e6, dt.UTC)
-            text = dumps(payload).decode()
-            rows.append((ids[i], when, produced.source, text, "", None) if route == "" else
-                        (ids[i], when, produced.source, None, route, text))
-    return rows
-
-
-def _keep(sent: list[tuple[str, Any]], sink: str, batch: Any) -> None:
-    """What the step sent to a sink, routed with the partition's rows."""
-    sent.append((sink, batch))
-
-
-def _micros(value: Any) -> int:
-    import pandas as pd
-
-    if value is None or pd.isna(value):
-        return 0
-    stamp = pd.Timestamp(value)
-    if stamp.tzinfo is None:
-        stamp = stamp.tz_localize("UTC")
-    return int(stamp.value // 1000)
 
 
 def compile_python_step(stage: Stage, step: Step, plan: Any, now_us: int | None) -> Stage:
@@ -114,10 +66,10 @@ def compile_python_step(stage: Stage, step: Step, plan: Any, now_us: int | None)
     from edgewise.engine.local import _base
 
     run = _run_partition(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us)
-    as_json = stage.df.select("id", "event_time", "source", f.expr(F.record_json(stage.types)).alias("_json"),
-                              "_to", "_record")
+    as_json = stage.df.select("id", f.expr(EVENT_US).alias("event_us"), "source",
+                              f.expr(F.record_json(stage.types)).alias("_json"), "_to", "_record")
     out: DataFrame = as_json.mapInPandas(run, SCHEMA)
-    frame = out.select("id", "event_time", "source",
+    frame = out.select("id", f.expr(EVENT_TIME).alias("event_time"), "source",
                        f.expr("CASE WHEN _to = '' THEN parse_json(_json) END").alias(SOURCE), "_to", "_record")
     into = getattr(step.config, "into", None)
     if into:

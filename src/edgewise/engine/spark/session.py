@@ -60,9 +60,9 @@ def spark_session(master: str | None = None, *, app: str = "edgewise", shuffle_p
 
     builder: Any = SparkSession.builder.appName(app)
     if master is not None:
-        builder = builder.master(master)
+        builder = builder.master(with_task_retries(master))
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # not launched by spark-submit, which sets the master
-        builder = builder.master("local[*]")
+        builder = builder.master(with_task_retries("local[*]"))
     settings = session_settings(master, shuffle_partitions=shuffle_partitions, conf=conf,
                                 short_lived=short_lived)
     startup = _startup_archive(settings[DRIVER_OPTIONS])
@@ -151,6 +151,21 @@ def _startup_archive(driver_options: str) -> StartupArchive | None:
     if profiled(driver_options):
         return None
     return StartupArchive.for_this_install()
+
+
+LOCAL_TASK_ATTEMPTS = 4
+"""Attempts of a task on a ``local`` master (a cluster's are ``spark.task.maxFailures``, 4 by default): a local
+master tries each task once unless its URL says otherwise, so a Python worker lost on a busy machine (one that
+did not connect back in Spark's fixed 10 s) failed the micro-batch and the job."""
+
+
+def with_task_retries(master: str) -> str:
+    """``local[2]`` as ``local[2,4]``: a local master that retries a failed task (one that names its attempts, and
+    any other master, as given)."""
+    match = re.fullmatch(r"local(?:\[(\*|\d+)\])?", master.strip())
+    if match is None:
+        return master
+    return f"local[{match.group(1) or 1},{LOCAL_TASK_ATTEMPTS}]"
 
 
 def local_cores(master: str) -> int | None:

@@ -118,7 +118,7 @@ class BatchWriter:
 
     def __init__(self, plan: Plan, pipeline_id: str, checkpoint: str, *, collect: Collector | None = None,
                  stdout: Any = None, report: Callable[[str], None] | None = None,
-                 malformed_upstream: bool = False) -> None:
+                 malformed_upstream: bool = False, after_shuffle: bool = False) -> None:
         self.plan = plan
         self.pipeline = plan.pipeline(pipeline_id)
         self.checkpoint = checkpoint
@@ -131,6 +131,9 @@ class BatchWriter:
         """Rows written per sink in each micro-batch (``progress.MicroBatchLines`` reports them)."""
         self.malformed_upstream = malformed_upstream
         """The query counts malformed lines before they reach the writer (``frame.count_malformed``)."""
+        self.after_shuffle = after_shuffle
+        """The rows come out of a stateful operator, which runs one task per shuffle partition: a file segment then
+        gathers them with a shuffle of its own (``_file``)."""
         self.query: StreamingQuery | None = None
         """The query it writes for (set when it starts): its progress holds the malformed lines counted upstream."""
         self._unseen = Unseen()
@@ -288,7 +291,11 @@ class BatchWriter:
             line = f.expr(f"concat(substr({head}, 1, length({head}) - 1), ',\"payload\":', _record, '}}')")
         else:
             line = f.col("_record")
-        lines = rows.select(line.alias("value")).coalesce(1)
+        # one task writes the segment: after a stateful operator through a shuffle (coalescing would run the
+        # operator's partitions in that one task, one after the other: a keyed step took twice as long), else by
+        # coalescing (a stateless query's read and steps then run in the writing task, cheaper than a shuffle)
+        selected = rows.select(line.alias("value"))
+        lines = selected.repartition(1) if self.after_shuffle else selected.coalesce(1)
         lines.write.mode("overwrite").text(staging)
         parts = sorted(p for p in os.listdir(staging) if p.startswith("part-") and not p.endswith(".crc"))
         n = 0

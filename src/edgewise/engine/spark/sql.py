@@ -51,6 +51,8 @@ from edgewise.engine.spark.sqlnodes import (
 )
 from edgewise.expr.compiler import parse
 from edgewise.expr.dialect import EdgewiseSpark
+from edgewise.expr.intervals import beside_interval
+from edgewise.expr.typecheck import ARRAY, BOOLEAN, DATE, MAP, TIMESTAMP, static_type
 
 EVENT = "event"
 """The event map column (``MAP<STRING, VARIANT>``, one entry per top-level field), where a layout has one."""
@@ -378,6 +380,8 @@ class _Compiler:
             return "boolean"
         if isinstance(parent, exp.IntDiv):
             return "bigint"
+        if isinstance(parent, exp.Add | exp.Sub) and beside_interval(parent):
+            return "string"  # a field beside an INTERVAL is a timestamp's text (JSON has no timestamps)
         if isinstance(parent, _ARITHMETIC):
             return "double"
         if isinstance(parent, (*_COMPARISON, exp.In, exp.Between)):
@@ -633,6 +637,13 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
             g, e = _guard(child)
             node.set(key, g)
             errors.append(e or "")
+    if isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_timestamp" and node.expressions \
+            and is_text(node.expressions[0]):
+        # text that is not a time fails the query on Spark (a CAST under ANSI); locally it fails the event
+        args = ", ".join(sql_of(a) for a in node.expressions)
+        errors.append(error_if(f"({sql_of(node.expressions[0])}) IS NOT NULL AND try_to_timestamp({args}) IS NULL",
+                               "CANNOT_PARSE_TIMESTAMP"))
+        return parsed(f"try_to_timestamp({args})"), first_error(errors)
     if isinstance(node, exp.Func) and _function_name(node) in MATH_ON_DOUBLES:
         def as_double(child: exp.Expression) -> exp.Expression:
             if not is_text(child):
@@ -660,6 +671,8 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
                 operands.append(text)
         node.set("expressions", operands)
         return node, first_error(errors)
+    if isinstance(node, exp.Add | exp.Sub) and beside_interval(node):
+        return _guard_interval_arithmetic(node, errors)
     if isinstance(node, exp.Div | exp.IntDiv | exp.Mod | exp.Add | exp.Sub | exp.Mul):
         shared = _Shared(sql_of(node.this), sql_of(node.expression))
         a, b = shared.names
@@ -728,11 +741,33 @@ _OPERATORS: dict[type[exp.Expression], str] = {
 _INTEGRAL = "('tinyint', 'smallint', 'int', 'bigint')"
 
 
+def _guard_interval_arithmetic(node: exp.Expression, errors: list[str]) -> tuple[exp.Expression, str | None]:
+    """``x ± INTERVAL``: text is cast to a TIMESTAMP outside any try form, so text that is not a timestamp would
+    fail the micro-batch; guarded, the cast is a ``try_cast``, the event gets ``CAST_INVALID_INPUT`` (as locally),
+    and the sum is text again, as Spark gives it (``intervals.py``)."""
+    for key in ("this", "expression"):
+        operand = node.args[key]
+        if is_text(operand):
+            text = sql_of(operand)
+            errors.append(error_if(f"({text}) IS NOT NULL AND try_cast({text} AS TIMESTAMP) IS NULL",
+                                   "CAST_INVALID_INPUT"))
+            node.set(key, parsed(f"try_cast({text} AS TIMESTAMP)"))
+            return parsed(f"CAST({sql_of(node)} AS STRING)"), first_error(errors)
+    return node, first_error(errors)
+
+
 def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
     """A comparison of text with a number: Spark's analyser casts the text (to BIGINT against an integer, to DOUBLE
     against a fraction) outside any try_ form, so text that does not cast would fail the micro-batch. The guarded
     form makes that cast a ``try_cast`` and reports ``CAST_INVALID_INPUT`` for the event, as the local engine does.
-    Which case applies is decided by the operands' static types (``typeof``), so only the taken branch runs."""
+    Which case applies is decided by the operands' static types (``typeof``), so only the taken branch runs. Spark
+    analyses every branch, though, so a side the text alone shows is not a number (a TIMESTAMP, a DATE) never gets
+    the number's branches: ``to_timestamp(ts) < timestamp'...'`` failed the query with BINARY_OP_DIFF_TYPES
+    (BIGINT beside TIMESTAMP in a branch never taken)."""
+    kinds = {"this": static_type(node.this), "expression": static_type(node.expression)}
+    not_numbers = {TIMESTAMP, DATE, BOOLEAN, ARRAY, MAP}
+    if not_numbers & set(kinds.values()):
+        return node, ""
     shared = _Shared(sql_of(node.this), sql_of(node.expression))
     a, b = shared.names
     op = _OPERATORS[type(node)]

@@ -1,0 +1,219 @@
+"""The ``transformWithStateInPandas`` processor of the keyed steps (``keyed.py``): one call per hash bucket of the
+step's key and micro-batch, running the local step over the bucket's rows with the bucket's state.
+
+Spark runs the processor's ``init`` in a Python process of its own on the driver when it plans the query (to learn
+the state variables), and on every executor's Python worker. So this module imports nothing heavy at its top, and
+the step (whose modules load the expression compiler and the config models) is built at the first rows or timer,
+from its pickled class and config: planning does not pay for edgewise's imports.
+"""
+
+from __future__ import annotations
+
+import base64
+import pickle
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
+
+from edgewise.engine.spark.local_steps import Row, batch_rows, run_local_step
+
+OUTPUT = "id STRING, event_us BIGINT, source STRING, payload STRING, route STRING, record STRING"
+OUTPUT_COLUMNS = ["id", "event_us", "source", "payload", "route", "record"]
+"""What the operator takes in (after the group's column) and gives out: ``local_steps.Row``."""
+
+ROUTED_GROUP = "routed:"
+"""The start of the groups routed rows pass the operator in (they hold no state); no bucket's name starts so."""
+
+STATE = "bucket"
+"""The processor's one state variable: a bucket's items (the local step's state of the bucket's keys), as JSON of
+name -> base64 value, and the bucket's timer (ms), which is kept here so that it need not be listed from the JVM."""
+
+EVENT_TIME, PROCESSING_TIME, NO_TIME = "EventTime", "ProcessingTime", "None"
+"""``transformWithState`` time modes: which clock a step's timers run on."""
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[Any, ...]:
+    """``test:10`` after ``test:9``: the digit runs of an id compared as numbers (ids count events up).
+
+    Ids are mostly a prefix shared by many (``source:file:``) and a number: the prefix's key is computed once
+    (``_PREFIXES``) and the number appended, which is the same tuple (splitting ``prefix + digits`` at its digit runs
+    gives the prefix's parts, the digits and an empty tail) at a fifth of the cost."""
+    prefix = text.rstrip("0123456789")
+    head = _PREFIXES.get(prefix)
+    if head is None:
+        if len(_PREFIXES) > 10_000:
+            _PREFIXES.clear()
+        head = _PREFIXES[prefix] = tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(prefix))
+    return (*head, int(text[len(prefix):]), "") if len(prefix) < len(text) else head
+
+
+_PREFIXES: dict[str, tuple[Any, ...]] = {}
+
+
+def in_event_time_order(times: list[int], ids: list[str]) -> list[int]:
+    """The positions of rows by event time, then by id (``natural_key``, taken only where times tie)."""
+    order = sorted(range(len(times)), key=times.__getitem__)
+    start = 0
+    while start < len(order):
+        end = start + 1
+        t = times[order[start]]
+        while end < len(order) and times[order[end]] == t:
+            end += 1
+        if end - start > 1:
+            order[start:end] = sorted(order[start:end], key=lambda i: natural_key(ids[i]))
+        start = end
+    return order
+
+
+def same_source_runs(sources: list[str]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of rows from one source, in order: a local batch holds one source's events,
+    and a bucket's rows in event-time order can alternate between the pipeline's sources."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(sources) + 1):
+        if i == len(sources) or sources[i] != sources[start]:
+            runs.append((start, i))
+            start = i
+    return runs
+
+
+def _ceil_ms(us: int) -> int:
+    return -(-us // 1000)
+
+
+def _rows_frame(rows: list[Row]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame.from_records(rows, columns=OUTPUT_COLUMNS)
+
+
+class LocalStepProcessor(StatefulProcessor):
+    def __init__(self, step_class: Any, config: Any, base_dir: str, pipeline_id: str, now_us: int | None,
+                 time_mode: str) -> None:
+        self.step_blob = pickle.dumps((step_class, config))
+        """The step's class and config, unpickled where the step is built (``_built``)."""
+        self.base_dir = base_dir
+        self.pipeline_id = pipeline_id
+        self.now_us = now_us
+        """The test clock (None: Spark's micro-batch time)."""
+        self.time_mode = time_mode
+        self.step: Any = None
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState(STATE, "items STRING, timer BIGINT")
+
+    def _built(self) -> Any:
+        if self.step is None:
+            from edgewise.config import BuildContext
+            from edgewise.engine.guard import GuardedStep
+
+            step_class, config = pickle.loads(self.step_blob)  # noqa: S301  # pickled by this job's driver
+            self.step = step_class.from_config(config, BuildContext(self.base_dir))
+            self.step.track_changes(True)
+            self.guarded = GuardedStep(self.step, self.pipeline_id)
+        return self.step
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+        import pandas as pd
+
+        frames = list(rows)
+        frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        if str(key[0]).startswith(ROUTED_GROUP):  # rows for sinks pass unchanged (``keyed._run_keyed``)
+            yield frame[OUTPUT_COLUMNS]
+            return
+        times = frame["event_us"].tolist()
+        order = in_event_time_order(times, frame["id"].tolist())
+        frame = frame.iloc[order]
+        times = [times[i] for i in order]
+        self._restore(fired=False)
+        clock = self._clock(timerValues)
+        out: list[Row] = []
+        if self.time_mode != NO_TIME:  # what time has already passed comes out before these events
+            out += self._expire(self._now(timerValues), clock)
+        for start, end in same_source_runs(frame["source"].tolist()):  # a batch has one source
+            out += run_local_step(self.guarded, frame.iloc[start:end], "payload", clock, times[start:end])
+        self._save()
+        if out:
+            yield _rows_frame(out)
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
+        self._restore(fired=True)
+        # the timer fired: Spark's time passed it (even where a fixed test clock says otherwise)
+        now = max(self._now(timerValues), expiredTimerInfo.getExpiryTimeInMs() * 1000)
+        out = self._expire(now, self._clock(timerValues))
+        self._save()
+        if out:
+            yield _rows_frame(out)
+
+    def _now(self, timer_values: Any) -> int:
+        """The step's time: the watermark (event time) or the clock's (processing time)."""
+        if self.time_mode == EVENT_TIME:
+            return int(timer_values.getCurrentWatermarkInMs()) * 1000
+        return int(self._clock(timer_values).now_us())
+
+    def _clock(self, timer_values: Any) -> Any:
+        """The clock of the local step: the micro-batch's time (recorded in the offset log, so a replayed
+        micro-batch sees the same time), or the fixed test clock; without timers Spark gives no batch time
+        (-1), and the system clock stands in (it dates dead letters)."""
+        from edgewise.clock import FakeClock, SystemClock
+
+        if self.now_us is not None:
+            return FakeClock(self.now_us)
+        batch_ms = int(timer_values.getCurrentProcessingTimeInMs())
+        return FakeClock(batch_ms * 1000) if batch_ms >= 0 else SystemClock()
+
+    def _expire(self, now: int, clock: Any) -> list[Row]:
+        from edgewise.engine.context import RunContext
+
+        fired = self.step.expire(now, RunContext(clock=clock))
+        return batch_rows([("", fired)]) if fired is not None else []
+
+    def _restore(self, fired: bool) -> None:
+        """The step with the bucket's state (each call of the state store is a round trip to the JVM: one);
+        ``fired``: the bucket's timer fired (Spark deleted it)."""
+        step = self._built()
+        self.fired = fired
+        step.reset()
+        self.items: dict[str, str] = {}
+        self.timer: int | None = None
+        stored = self.state.get()
+        if stored is not None:
+            self.items = orjson.loads(stored[0])
+            self.timer = stored[1]
+            step.restore((name, base64.b64decode(value)) for name, value in self.items.items())
+
+    def _save(self) -> None:
+        items = self.items
+        for name, value in self.step.changes().items():
+            if value is None:
+                items.pop(name, None)
+            else:
+                items[name] = base64.b64encode(value).decode()
+        timer = self._set_timer() if self.time_mode != NO_TIME else None
+        if items:
+            self.state.update((orjson.dumps(items).decode(), timer))
+        else:
+            self.state.clear()
+
+    def _set_timer(self) -> int | None:
+        """One timer per bucket, at its earliest deadline (Spark's timers are in milliseconds): when it fires,
+        everything the time passed expires, and the timer moves to the next deadline. A timer that fired is
+        gone (Spark deletes it)."""
+        deadlines = self.step.deadlines()
+        wanted = _ceil_ms(min(deadlines)) if deadlines else None
+        held = None if self.fired else self.timer
+        if wanted != held:
+            if held is not None:
+                self.handle.deleteTimer(held)
+            if wanted is not None:
+                self.handle.registerTimer(wanted)
+        return wanted
+
+    def close(self) -> None:
+        pass
