@@ -31,6 +31,18 @@ class Event:
     source: str
 
 
+def equal_runs(values: Sequence[Any]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of equal neighbouring values, in order: where a batch is cut into parts that
+    are each handled one way (the events a step's ``when`` applies to, one source's events)."""
+    runs: list[tuple[int, int]] = []
+    start = 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[start]:
+            runs.append((start, i))
+            start = i
+    return runs
+
+
 class Batch:
     """Events in columns: ``payloads[i]`` has id ``ids()[i]`` and event time ``event_times[i]``.
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from edgewise.engine.context import RunContext
 from edgewise.errors import EvalError, EventsFailed, StepError
-from edgewise.events import Batch
+from edgewise.events import Batch, equal_runs
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.base import Step
 
@@ -46,12 +46,9 @@ class GuardedStep:
             return batch
         # keep the order: apply the step to each run of matching events, pass the others through
         parts: list[Batch] = []
-        start = 0
-        for i in range(1, len(mask) + 1):
-            if i == len(mask) or mask[i] != mask[start]:
-                chunk = batch.slice(start, i)
-                parts.append(self._apply(chunk, ctx) if mask[start] else chunk)
-                start = i
+        for start, end in equal_runs(mask):
+            chunk = batch.slice(start, end)
+            parts.append(self._apply(chunk, ctx) if mask[start] else chunk)
         return Batch.concat([p for p in parts if len(p)]) if any(len(p) for p in parts) else batch.slice(0, 0)
 
     def _apply(self, batch: Batch, ctx: RunContext) -> Batch:

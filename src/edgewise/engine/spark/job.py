@@ -552,7 +552,7 @@ def _first_line_of(text: str) -> str:
     for marker in (USER_RAISED, "Reason: "):
         if marker in text:
             text = text[text.index(marker):]
-    line = text.splitlines()[0] if text.strip() else text
+    line = text.splitlines()[0]
     if line.startswith(USER_RAISED):
         line = re.sub(r" SQLSTATE: \w+$", "", line[len(USER_RAISED):])
     return line[:500]

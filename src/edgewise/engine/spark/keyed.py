@@ -35,8 +35,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.python_steps import EVENT_TIME as EVENT_TIME_SQL
-from edgewise.engine.spark.python_steps import EVENT_US
+from edgewise.engine.spark.local_steps import EVENT_TIME_SQL, EVENT_US_SQL
 from edgewise.engine.spark.sql import SOURCE, to_guarded_sql
 from edgewise.engine.spark.steps import Stage
 from edgewise.engine.spark.windows import interval
@@ -87,7 +86,7 @@ def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, p
     routed_group = f"concat('{ROUTED_GROUP}', CAST(pmod(xxhash64(id), {ROUTED_GROUPS}) AS STRING))"
     bucket = f"CAST(pmod(xxhash64({group}), {buckets}) AS STRING)"
     rows = df.select(f.expr(f"CASE WHEN {F.LIVE} THEN {bucket} ELSE {routed_group} END").alias("group_key"), "id",
-                     f.expr(EVENT_US).alias("event_us"), "source",
+                     f.expr(EVENT_US_SQL).alias("event_us"), "source",
                      f.expr(f"CASE WHEN {F.LIVE} THEN {F.record_json(stage.types)} END").alias("payload"),
                      f.col("_to").alias("route"), f.col("_record").alias("record"))
     processor = LocalStepProcessor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode)
@@ -115,19 +114,19 @@ def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int 
 
 
 def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | None, buckets: int) -> Stage:
+    from edgewise.engine.spark.keyed_processor import EVENT_TIME, PROCESSING_TIME  # PySpark: Spark's path only
+
     config = step.config
     # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
     key, _ = to_guarded_sql(config.key, stage.types)
-    from edgewise.engine.spark.keyed_processor import EVENT_TIME, PROCESSING_TIME
-
     time_mode = EVENT_TIME if config.time == "event" else PROCESSING_TIME
     return _run_keyed(stage, step, config.into, _group([key]), plan, now_us, buckets, time_mode, config.watermark)
 
 
 def compile_dedupe(stage: Stage, step: DedupeStep, plan: Any, now_us: int | None, buckets: int) -> Stage:
+    from edgewise.engine.spark.keyed_processor import EVENT_TIME  # PySpark: Spark's path only
+
     config = step.config
     # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
     key, _ = to_guarded_sql(config.key, stage.types)
-    from edgewise.engine.spark.keyed_processor import EVENT_TIME
-
     return _run_keyed(stage, step, None, _group([key]), plan, now_us, buckets, EVENT_TIME, config.watermark)

@@ -19,6 +19,7 @@ import orjson
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
 from edgewise.engine.spark.local_steps import Row, batch_rows, run_local_step
+from edgewise.events import equal_runs
 
 OUTPUT = "id STRING, event_us BIGINT, source STRING, payload STRING, route STRING, record STRING"
 OUTPUT_COLUMNS = ["id", "event_us", "source", "payload", "route", "record"]
@@ -58,28 +59,10 @@ _PREFIXES: dict[str, tuple[Any, ...]] = {}
 def in_event_time_order(times: list[int], ids: list[str]) -> list[int]:
     """The positions of rows by event time, then by id (``natural_key``, taken only where times tie)."""
     order = sorted(range(len(times)), key=times.__getitem__)
-    start = 0
-    while start < len(order):
-        end = start + 1
-        t = times[order[start]]
-        while end < len(order) and times[order[end]] == t:
-            end += 1
+    for start, end in equal_runs([times[i] for i in order]):
         if end - start > 1:
             order[start:end] = sorted(order[start:end], key=lambda i: natural_key(ids[i]))
-        start = end
     return order
-
-
-def same_source_runs(sources: list[str]) -> list[tuple[int, int]]:
-    """``(start, end)`` of each run of rows from one source, in order: a local batch holds one source's events,
-    and a bucket's rows in event-time order can alternate between the pipeline's sources."""
-    runs: list[tuple[int, int]] = []
-    start = 0
-    for i in range(1, len(sources) + 1):
-        if i == len(sources) or sources[i] != sources[start]:
-            runs.append((start, i))
-            start = i
-    return runs
 
 
 def _ceil_ms(us: int) -> int:
@@ -136,7 +119,8 @@ class LocalStepProcessor(StatefulProcessor):
         out: list[Row] = []
         if self.time_mode != NO_TIME:  # what time has already passed comes out before these events
             out += self._expire(self._now(timerValues), clock)
-        for start, end in same_source_runs(frame["source"].tolist()):  # a batch has one source
+        # a local batch holds one source's events; in event-time order a bucket's can alternate between sources
+        for start, end in equal_runs(frame["source"].tolist()):
             out += run_local_step(self.guarded, frame.iloc[start:end], "payload", clock, times[start:end])
         self._save()
         if out:

@@ -13,6 +13,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+EVENT_US_SQL = "coalesce(unix_micros(event_time), -9223372036854775808)"
+"""SQL: a row's event time as the operators hand it over. Never NULL, so pandas keeps the column as integers (a
+NULL would make it floats, which lose the end-of-input marker's microseconds): a missing time (only a routed row
+can have one) is the smallest BIGINT, and ``EVENT_TIME_SQL`` makes it NULL again."""
+EVENT_TIME_SQL = "CASE WHEN event_us <> -9223372036854775808 THEN timestamp_micros(event_us) END"
+"""SQL: ``event_us`` as the row's event time again."""
+
 Row = tuple[Any, ...]
 """``(id, event_us, source, payload JSON or None, route, record JSON or None)``: route ``''`` is a result of the
 step (payload set), any other route a copy or dead letter for that sink (record set)."""

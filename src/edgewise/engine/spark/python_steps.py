@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
+from edgewise.engine.spark.local_steps import EVENT_TIME_SQL, EVENT_US_SQL
 from edgewise.engine.spark.sql import SOURCE
 from edgewise.engine.spark.steps import Stage
 
@@ -21,13 +22,6 @@ if TYPE_CHECKING:
     from edgewise.steps.base import Step
 
 SCHEMA = "id STRING, event_us BIGINT, source STRING, _json STRING, _to STRING, _record STRING"
-
-EVENT_US = "coalesce(unix_micros(event_time), -9223372036854775808)"
-"""SQL: a row's event time as the µs the local steps take (``local_steps``). Never NULL, so pandas keeps the column
-as integers (a NULL would make it floats, which lose the end-of-input marker's microseconds): a missing time (only
-a routed row can have one) is the smallest BIGINT, and ``EVENT_TIME`` makes it NULL again."""
-EVENT_TIME = "CASE WHEN event_us <> -9223372036854775808 THEN timestamp_micros(event_us) END"
-"""SQL: ``event_us`` as the row's event time again."""
 
 _STEPS: dict[tuple[str, str], Any] = {}
 """Steps built in this Python worker, by (pipeline, step id): a spawn step is built once per worker, not per row."""
@@ -66,10 +60,10 @@ def compile_python_step(stage: Stage, step: Step, plan: Any, now_us: int | None)
     from edgewise.engine.local import _base
 
     run = _run_partition(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us)
-    as_json = stage.df.select("id", f.expr(EVENT_US).alias("event_us"), "source",
+    as_json = stage.df.select("id", f.expr(EVENT_US_SQL).alias("event_us"), "source",
                               f.expr(F.record_json(stage.types)).alias("_json"), "_to", "_record")
     out: DataFrame = as_json.mapInPandas(run, SCHEMA)
-    frame = out.select("id", f.expr(EVENT_TIME).alias("event_time"), "source",
+    frame = out.select("id", f.expr(EVENT_TIME_SQL).alias("event_time"), "source",
                        f.expr("CASE WHEN _to = '' THEN parse_json(_json) END").alias(SOURCE), "_to", "_record")
     into = getattr(step.config, "into", None)
     if into:

@@ -764,9 +764,7 @@ def _guard_text_comparison(node: exp.Expression) -> tuple[exp.Expression, str]:
     analyses every branch, though, so a side the text alone shows is not a number (a TIMESTAMP, a DATE) never gets
     the number's branches: ``to_timestamp(ts) < timestamp'...'`` failed the query with BINARY_OP_DIFF_TYPES
     (BIGINT beside TIMESTAMP in a branch never taken)."""
-    kinds = {"this": static_type(node.this), "expression": static_type(node.expression)}
-    not_numbers = {TIMESTAMP, DATE, BOOLEAN, ARRAY, MAP}
-    if not_numbers & set(kinds.values()):
+    if {static_type(node.this), static_type(node.expression)} & {TIMESTAMP, DATE, BOOLEAN, ARRAY, MAP}:
         return node, ""
     shared = _Shared(sql_of(node.this), sql_of(node.expression))
     a, b = shared.names
