@@ -17,7 +17,8 @@ SHAPES = ["timestamp_millis(cast(ts AS BIGINT))", "timestamp_seconds(cast(ts AS 
 values = st.one_of(
     st.integers(min_value=-(10**19), max_value=10**19),
     st.integers(min_value=0, max_value=10**15).map(str),
-    st.sampled_from(["", " 12", "+12", "-5", "1_000", "١٢", "1.5", "12a", "99999999999999999999", None, True, 1.5]),
+    st.sampled_from(["", " 12", "+12", "-5", "1_000", "١٢", "1.5", "12a", "99999999999999999999", None, True, 1.5,
+                     "1,2", "12,", ",", "0" * 18]),
 )
 
 
@@ -35,6 +36,10 @@ def _general(text: str, payload: dict[str, Any]) -> Any:
 @example("timestamp_seconds(cast(ts AS BIGINT))", [-62135596801])
 @example("timestamp_millis(ts)", [-62135596800000, -62135596800001])
 @example("timestamp_micros(cast(ts AS BIGINT))", [-62135596800000000])
+# the check of digit texts by their commas: a comma inside a value, values of the first one's width or not
+@example("timestamp_millis(cast(ts AS BIGINT))", ["12", "1,", "2"])
+@example("timestamp_millis(cast(ts AS BIGINT))", ["12", "1,"])
+@example("timestamp_millis(cast(ts AS BIGINT))", ["1", "22", "333"])
 def test_batch_path_equals_the_general_path(text: str, batch: list[Any]) -> None:
     fn = event_time_function(compile_expression(text))
     assert fn.shape is not None

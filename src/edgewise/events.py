@@ -43,13 +43,35 @@ def equal_runs(values: Sequence[Any]) -> list[tuple[int, int]]:
     return runs
 
 
+class KeyedRows:
+    """The group keys of a batch's events and their aggregate arguments (``Batch.keyed``). ``values``: where each
+    key is one value that is its own group key (``group_keys.all_as_is``), those values, and the key tuples are
+    made only if asked for."""
+
+    __slots__ = ("_keys", "rows", "values")
+
+    def __init__(self, keys: list[tuple[Any, ...]] | None, rows: list[Any] | None, values: list[Any] | None = None
+                 ) -> None:
+        self._keys = keys
+        self.rows = rows
+        self.values = values
+
+    @property
+    def keys(self) -> list[tuple[Any, ...]]:
+        if self._keys is None:
+            assert self.values is not None
+            self._keys = list(zip(self.values))
+        return self._keys
+
+
 class Batch:
     """Events in columns: ``payloads[i]`` has id ``ids()[i]`` and event time ``event_times[i]``.
 
     A batch is never mutated after it is built; steps return new batches (``select``, ``replace``).
     """
 
-    __slots__ = ("_ids", "_offsets", "_prefixes", "event_times", "id_prefix", "ingest_time_us", "payloads", "source")
+    __slots__ = ("_ids", "_offsets", "_prefixes", "event_times", "id_prefix", "ingest_time_us", "keyed", "payloads",
+                 "source")
 
     def __init__(
         self,
@@ -67,6 +89,9 @@ class Batch:
         if ids is None and offsets is None:
             raise ValueError("a batch needs ids or offsets")
         self.payloads = payloads
+        self.keyed: KeyedRows | None = None
+        """The group keys and aggregate arguments a keyed step reads, where whoever made the batch computed them
+        (the engine's fused head): the step then takes them as they are, with no failures among them."""
         self.source = source
         self.ingest_time_us = ingest_time_us
         self.event_times = event_times

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 from functools import cache
-from importlib.metadata import entry_points
 from typing import Any, Literal
 
 from edgewise.errors import PluginError
@@ -59,6 +58,8 @@ BUILTINS: dict[Kind, dict[str, str]] = {
 
 @cache
 def _entry_points(kind: Kind) -> dict[str, str]:
+    from importlib.metadata import entry_points  # only for a type that is not built in: ~20 ms of start-up
+
     return {ep.name: ep.value for ep in entry_points(group=f"edgewise.{kind}")}
 
 

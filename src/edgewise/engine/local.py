@@ -139,7 +139,7 @@ class LocalEngine:
         self.ctx.stats.events_in += read
         if read and self.idleness.enabled:
             self.idleness.arrived(batch.source, self.clock.now_us())
-        if self.plan.event_time is None or not len(batch):
+        if self.plan.event_time is None or not len(batch) or (isinstance(batch, HeadBatch) and batch.timed):
             return batch
 
         def failed(i: int, exc: Exception) -> None:

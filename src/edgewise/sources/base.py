@@ -48,6 +48,9 @@ class SourceContext:
 class LineHead(Protocol):
     """A pipeline's leading steps run on undecoded NDJSON lines (the engine's fused head)."""
 
+    read_factor: int
+    """Chunks of lines this many times the usual size suit it (its batches hold less than the events)."""
+
     def run(self, lines: list[bytes], first: int, source_id: str, id_prefix: str, ctx: SourceContext) -> Batch | None:
         """What the steps give for ``lines`` (numbered from ``first``), as a batch the engine recognises; None
         where the lines must be decoded into a batch and run the general way."""

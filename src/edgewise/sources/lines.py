@@ -43,7 +43,7 @@ def line_batches(stream: IO[bytes], *, source_id: str, id_prefix: str, where: st
     """
     first = 1
     head = ctx.head if decoder is None else None
-    for lines in line_chunks(stream, ctx.batch_size * BYTES_PER_EVENT):
+    for lines in line_chunks(stream, ctx.batch_size * BYTES_PER_EVENT * (head.read_factor if head else 1)):
         numbers = range(first, first + len(lines))
         first += len(lines)
         if head is not None:

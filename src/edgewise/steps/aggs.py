@@ -127,6 +127,31 @@ class Aggregates:
             return None
         return [[None if fn is None else fn(p) for fn in self._args] for p in payloads]
 
+    def field_arguments(self) -> list[str | None] | None:
+        """The top-level field each aggregate's argument reads (None for ``count()``), where each argument is no
+        more than that; else None."""
+        fields = [None if spec.argument is None else getattr(spec.argument.evaluate, "field_name", None)
+                  for _, spec in self.specs]
+        if any(f is None and spec.argument is not None for f, (_, spec) in zip(fields, self.specs, strict=True)):
+            return None
+        return fields
+
+    def rows_of(self, values: list[tuple[Any, ...]]) -> list[Any]:
+        """The argument rows of events whose argument fields (``field_arguments``) hold ``values``: what ``rows``
+        gives for them, and the same ``EvalError`` for a value ``sum`` or ``avg`` cannot take."""
+        numeric = [j for j, (_, spec) in enumerate(self.specs) if spec.function in ("sum", "avg")]
+        if not numeric:
+            return values
+        rows: list[Any] = []
+        for value in values:
+            row = list(value)
+            for j in numeric:
+                v = row[j]
+                if v is not None and v.__class__ is not int and v.__class__ is not float:
+                    row[j] = _number(v, self.specs[j][1].function)
+            rows.append(row)
+        return rows
+
     def row(self, payload: Any) -> list[Any] | None:
         """One payload's argument values (raises ``EvalError`` as ``rows`` would)."""
         if not self.has_arguments:

@@ -66,10 +66,16 @@ def group_key(values: tuple[Any, ...]) -> tuple[Any, ...]:
 def single_keys(keys: list[tuple[Any]]) -> list[tuple[Any, ...]]:
     """``group_key`` of each one-value key of a batch. The common batch (text, integers, finite floats) is checked
     by the set of its value types, at C speed, and is returned as it is."""
-    kinds = set(map(type, map(_first, keys)))
-    if kinds <= _AS_IS or (kinds <= _AS_IS_OR_FLOAT and all(v == v for (v,) in keys if type(v) is float)):
+    if all_as_is(list(map(_first, keys))):
         return keys
     return [group_key(k) for k in keys]
+
+
+def all_as_is(values: list[Any]) -> bool:
+    """Python's equality and hash of each of ``values`` are SQL's (checked by the set of their types, at C speed):
+    the values can be dict keys, or ``Counter`` entries, as they are."""
+    kinds = set(map(type, values))
+    return kinds <= _AS_IS or (kinds <= _AS_IS_OR_FLOAT and all(v == v for v in values if type(v) is float))
 
 
 _first = itemgetter(0)

@@ -20,7 +20,7 @@ by the engine through ``advance(now_us)`` with its injected clock. ``finish`` is
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
@@ -28,11 +28,11 @@ from pydantic import Field
 
 from edgewise.config.models import Expr, StepConfig
 from edgewise.errors import EvalError, EventsFailed, StepError
-from edgewise.events import Batch, Payload
+from edgewise.events import Batch, KeyedRows, Payload
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.aggs import Aggregates, encode_value
 from edgewise.steps.base import Step
-from edgewise.steps.group_keys import group_key, plain, single_keys
+from edgewise.steps.group_keys import all_as_is, group_key, plain, single_keys
 
 if TYPE_CHECKING:
     from edgewise.engine.context import RunContext
@@ -78,6 +78,20 @@ class KeyColumns:
             return single_keys([(fn(p),) for p in payloads])
         return [self.of(p) for p in payloads]
 
+    def field_names(self) -> list[str] | None:
+        """The top-level field each key expression reads, where each is no more than that; else None."""
+        names = [getattr(fn, "field_name", None) for fn in self.evaluators]
+        return None if None in names else [name for name in names if name is not None]
+
+    def of_values(self, values: list[Any], rows: list[Any] | None) -> KeyedRows:
+        """The keys of events whose key fields (``field_names``) hold ``values`` (one per event: the field's value
+        for a one-field key, a tuple of them otherwise), what ``many`` gives for them, with their ``rows``."""
+        if len(self.evaluators) == 1:
+            if all_as_is(values):
+                return KeyedRows(None, rows, values)
+            return KeyedRows(single_keys(list(zip(values))), rows)
+        return KeyedRows([group_key(v) for v in values], rows)
+
     def describe(self) -> str:
         return ", ".join(f"{n} = {s}" for n, s in zip(self.names, self.sql, strict=True)) or "(all)"
 
@@ -110,6 +124,11 @@ class StatefulStep(Step):
     def track_changes(self, enabled: bool) -> None:
         """The engine turns change tracking off for stores that are never committed (memory)."""
         self.dirty = set() if enabled else _Untracked()
+
+    @property
+    def tracked_add(self) -> Callable[[Any], None] | None:
+        """``dirty.add`` where changes are tracked; None where they are not (a hot loop then skips the call)."""
+        return None if isinstance(self.dirty, _Untracked) else self.dirty.add
 
     def reset(self) -> None:
         """Forget all state. The engine calls it on open, before ``restore``: a plan's steps hold the state of
