@@ -35,7 +35,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import ROOT
 
-PIPELINE = """
+CAMPAIGNS = ROOT / "examples" / "ysb" / "campaigns.csv"
+PIPELINES = {
+    "stateless": """
 version: 1
 pipelines:
   - id: p
@@ -44,7 +46,22 @@ pipelines:
     to: [out]
 sinks:
   - {id: out, type: file, path: ./out, max_events: 1000000}
-"""
+""",
+    # YSB's windowed part, as examples/ysb/windowed.yaml, fed over HTTP: state is committed with the queue position
+    "windowed": f"""
+version: 1
+event_time: "timestamp_millis(cast(event_time AS BIGINT))"
+pipelines:
+  - id: p
+    steps:
+      - filter: {{id: views, where: "event_type = 'view'"}}
+      - lookup: {{id: campaign, table: {CAMPAIGNS}, key: ad_id, fields: [campaign_id]}}
+      - window: {{id: per-campaign, key: [campaign_id], tumbling: 10s, aggs: {{views: count()}}}}
+    to: [out]
+sinks:
+  - {{id: out, type: file, path: ./out, max_events: 1000000}}
+""",
+}
 
 
 def sample_events(n: int) -> list[bytes]:
@@ -169,9 +186,9 @@ def _pct(values: list[float], p: int) -> float:
     return round(1000 * ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))], 3)
 
 
-def start_daemon(directory: str, fsync: str) -> tuple[subprocess.Popen[str], int]:
+def start_daemon(directory: str, fsync: str, kind: str) -> tuple[subprocess.Popen[str], int]:
     pipeline = os.path.join(directory, "pipeline.yaml")
-    Path(pipeline).write_text(PIPELINE)
+    Path(pipeline).write_text(PIPELINES[kind])
     proc = subprocess.Popen([sys.executable, "-m", "edgewise", "serve", pipeline, "--port", "0", "--data-dir",
                              os.path.join(directory, f"data-{fsync}"), "--fsync", fsync, "--high-water",
                              "100000000"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=directory)
@@ -201,6 +218,12 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def queued(port: int) -> Any:
+    """What the daemon's queue holds (events not yet through the pipelines)."""
+    queue = orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/queue", timeout=5).read())
+    return queue["queued_events"]
+
+
 def wait_for_workers(port: int, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -212,13 +235,13 @@ def wait_for_workers(port: int, timeout: float = 60) -> None:
 
 
 @contextlib.contextmanager
-def fresh_daemon(directory: str, fsync: str, pause_workers: bool) -> Iterator[int]:
+def fresh_daemon(directory: str, fsync: str, pause_workers: bool, kind: str = "stateless") -> Iterator[int]:
     """A fresh daemon (empty queue). With ``pause_workers`` its worker processes are stopped (SIGSTOP) while the
     load runs: that measures ingest capacity (HTTP + checks + durable commit) rather than the pipelines, which
     would otherwise take one of the two cores from the server and the load generator (processing speed is what
     the YSB benchmarks measure). Latency at a fixed rate is measured with the workers running, as in operation."""
     phase = tempfile.mkdtemp(dir=directory)
-    proc, port = start_daemon(phase, fsync)
+    proc, port = start_daemon(phase, fsync, kind)
     wait_for_workers(port)  # a worker still importing at the start would take a core from the measurement
     workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                               text=True).stdout.split()] if pause_workers else []
@@ -227,7 +250,7 @@ def fresh_daemon(directory: str, fsync: str, pause_workers: bool) -> Iterator[in
     try:
         yield port
     finally:
-        MEMORY[f"{fsync}:{len(MEMORY)}"] = {"daemon_peak_rss_mb": peak_rss_mb(proc.pid), "worker_peak_rss_mb": [
+        MEMORY[f"{fsync}:{kind}:{len(MEMORY)}"] = {"daemon_peak_rss_mb": peak_rss_mb(proc.pid), "worker_peak_rss_mb": [
             peak_rss_mb(int(p)) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                                         text=True).stdout.split()]}
         for pid in workers:
@@ -268,6 +291,24 @@ def main() -> None:
             batched["ratio_to_raw"] = batched["events_per_s"] / raw
             results[fsync] = {"batched_1000": batched, "single": single, "single_at_half_rate": half,
                               "single_at_2500": target}
+            if fsync == "group":  # the default policy, with the pipelines running as in operation
+                for kind in PIPELINES:
+                    raw_now = raw_limit(events, directory, args.seconds)
+                    with fresh_daemon(directory, fsync, pause_workers=False, kind=kind) as port:
+                        running = run(closed_loop(port, batches, "application/x-ndjson", 4, args.seconds, 1000))
+                        running["queued_after"] = queued(port)
+                    running["raw_limit_events_per_s"] = raw_now
+                    running["ratio_to_raw"] = running["events_per_s"] / raw_now
+                    with fresh_daemon(directory, fsync, pause_workers=False, kind=kind) as port:
+                        at_2500 = run(open_loop(port, singles, 2500.0, args.seconds))
+                        at_2500["queued_after"] = queued(port)
+                    results[fsync][f"batched_1000_running_{kind}"] = running
+                    results[fsync][f"single_at_2500_running_{kind}"] = at_2500
+                    print(f"fsync={fsync}, {kind} pipeline running: raw {raw_now:,.0f} events/s; batches of 1,000 "
+                          f"{running['events_per_s']:,.0f} events/s ({running['ratio_to_raw']:.2f}x raw; p99 "
+                          f"{running['p99_ms']} ms; {running['queued_after']} queued at the end); single at 2,500/s: "
+                          f"{at_2500['achieved_per_s']:,.0f}/s, p50 {at_2500['p50_ms']} ms, p99 {at_2500['p99_ms']} ms",
+                          flush=True)
             print(f"fsync={fsync}: raw limit {raw:,.0f} events/s; batches of 1,000 {batched['events_per_s']:,.0f} "
                   f"events/s ({batched['ratio_to_raw']:.2f}x raw; p50 {batched['p50_ms']} ms, p99 "
                   f"{batched['p99_ms']} ms); single {single['requests_per_s']:,.0f}/s (p50 {single['p50_ms']} ms, "

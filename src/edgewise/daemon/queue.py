@@ -60,6 +60,9 @@ CREATE TABLE IF NOT EXISTS entries (
     attempts INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS entries_waiting ON entries (state, seq);
+-- what a lease chooses by, without reading a row (a batch's body runs over many overflow pages, and `count`
+-- comes after it): a lease then holds the write lock for its choice only, not for the bodies of the backlog
+CREATE INDEX IF NOT EXISTS entries_waiting_counts ON entries (state, seq, count);
 CREATE TABLE IF NOT EXISTS dead (
     n INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id TEXT NOT NULL,
@@ -239,8 +242,13 @@ def is_full_error(exc: sqlite3.Error) -> bool:
 def _runs(entries: Sequence[Entry]) -> list[tuple[int, int]]:
     """The entries' sequence numbers as runs (first, last) of consecutive numbers: one statement per run keeps a
     worker's hold on the write lock short, and every waiting reply waits for that lock."""
+    return _seq_runs(sorted(e.seq for e in entries))
+
+
+def _seq_runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    """Sorted numbers as runs (first, last) of consecutive ones."""
     runs: list[tuple[int, int]] = []
-    for seq in sorted(e.seq for e in entries):
+    for seq in numbers:
         if runs and seq == runs[-1][1] + 1:
             runs[-1] = (runs[-1][0], seq)
         else:
@@ -283,19 +291,27 @@ class QueueReader:
         if self.conn.execute("SELECT 1 FROM entries WHERE state = 0 LIMIT 1").fetchone() is None:
             return []
         with transaction(self.conn) as c:
-            rows = c.execute(
-                "SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts FROM entries "
-                "WHERE state = 0 ORDER BY seq LIMIT ?", (max_entries,)).fetchall()
-            taken: list[Entry] = []
+            waiting = c.execute("SELECT seq, count FROM entries WHERE state = 0 ORDER BY seq LIMIT ?",
+                                (max_entries,)).fetchall()
+            chosen: list[int] = []
             events = 0
-            for row in rows:
-                if taken and events + row[6] > max_events:
+            for seq, count in waiting:
+                if chosen and events + count > max_events:
                     break
-                taken.append(_entry(row))
-                events += row[6]
-            if taken:
-                c.executemany("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 "
-                              "WHERE seq BETWEEN ? AND ?", [(worker, a, b) for a, b in _runs(taken)])
+                chosen.append(seq)
+                events += count
+            if not chosen:
+                return []
+            # the first waiting entries are the waiting ones between the first and the last chosen
+            c.execute("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 "
+                      "WHERE state = 0 AND seq BETWEEN ? AND ?", (worker, chosen[0], chosen[-1]))
+        # read once leased, without the lock (entries leased to this worker change only when it is gone), by runs
+        # of consecutive numbers: this worker's earlier leases, not acknowledged yet, may lie between two runs
+        taken: list[Entry] = []
+        for first, last in _seq_runs(chosen):
+            taken += map(_entry, self.conn.execute(  # the attempts before this one, as the entry had them
+                "SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts - 1 FROM entries "
+                "WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)).fetchall())
         return taken
 
     def keep_recent(self, entries: int) -> None:

@@ -29,7 +29,7 @@ it tries again, so input it never suits costs one chunk's extra decoding in ``MA
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -41,11 +41,16 @@ from edgewise.sources.base import SourceContext
 from edgewise.sources.envelope import is_envelope
 from edgewise.sources.lines import make_batch
 from edgewise.steps.base import Step
-from edgewise.steps.filter import FilterStep
-from edgewise.steps.lookup import LookupStep
 from edgewise.steps.stateful import FAILURES
-from edgewise.steps.transform import TransformConfig, TransformStep
-from edgewise.steps.window import WindowStep
+
+if TYPE_CHECKING:
+    from edgewise.steps.filter import FilterStep
+    from edgewise.steps.lookup import LookupStep
+    from edgewise.steps.window import WindowStep
+
+# Steps are told apart by their kind, not by isinstance: importing their modules here would build the pydantic
+# models of steps a run does not use, at every start.
+FILTERS = ("filter", "gate")
 
 MAX_SKIP = 256
 """At most this many chunks go the general way after the head gave up, before it tries again."""
@@ -225,9 +230,9 @@ class KeyedTail:
 def keyed_tail(guarded: GuardedStep | None) -> KeyedTail | None:
     """The keyed tail a head can end with: a ``window`` without ``when`` that drops its late events (a late sink
     would read them), keyed by fields and aggregating fields."""
-    if guarded is None or guarded.when is not None or not isinstance(guarded.step, WindowStep):
+    if guarded is None or guarded.when is not None or guarded.step.kind != "window":
         return None
-    step = guarded.step
+    step = cast("WindowStep", guarded.step)
     key_fields = step.keys.field_names()
     arguments = step.aggs.field_arguments()
     if step.config.late != "drop" or key_fields is None or arguments is None:
@@ -282,20 +287,19 @@ def explain_head(plan: Plan) -> str | None:
 
 
 def _fusable(step: Step) -> bool:
-    if isinstance(step, FilterStep):
+    if step.kind in FILTERS:
         return True
-    if isinstance(step, LookupStep):
-        return step.into is None and step._key_field is not None and bool(step.table)
+    if step.kind == "lookup":
+        lookup = cast("LookupStep", step)
+        return lookup.into is None and lookup._key_field is not None and bool(lookup.table)
     return _kept(step) is not None
 
 
 def _kept(step: Step) -> list[str] | None:
     """The fields a transform that only keeps fields keeps, in order; None for any other step."""
-    if not isinstance(step, TransformStep):
+    if step.kind != "transform":
         return None
-    config = step.config
-    assert isinstance(config, TransformConfig)
-    ops = config.ops
+    ops: list[Any] = step.config.ops  # type: ignore[attr-defined]  # a TransformConfig
     if len(ops) != 1 or ops[0].keep is None:
         return None
     return list(dict.fromkeys(ops[0].keep))
@@ -323,13 +327,13 @@ class _Writer:
         whose text is in ``k``): the keep right after it, or the keyed tail, reads from it."""
 
     def head(self) -> FusedHead:
-        filters = [i for i, step in enumerate(self.steps) if isinstance(step, FilterStep)]
+        filters = [i for i, step in enumerate(self.steps) if step.kind in FILTERS]
         for i, step in enumerate(self.steps):
             following = self.steps[i + 1] if i + 1 < len(self.steps) else None
-            if isinstance(step, FilterStep):
-                self._filter(i, step, counted=i != filters[-1])
-            elif isinstance(step, LookupStep):
-                self._lookup(i, step, following)
+            if step.kind in FILTERS:
+                self._filter(i, cast("FilterStep", step), counted=i != filters[-1])
+            elif step.kind == "lookup":
+                self._lookup(i, cast("LookupStep", step), following)
             else:
                 kept = _kept(step)
                 assert kept is not None

@@ -234,8 +234,14 @@ def _number(value: Any, what: str) -> int | float | Decimal:
     return value
 
 
+_NATIVELY_ORDERED = frozenset({int, float, str, Decimal, datetime, date})
+"""Types whose Python order, between two values of the type, is SQL's: anything else (objects and arrays, whose
+``<`` Python has not or has its own) is compared by ``V.compare``."""
+
+
 def _less(a: Any, b: Any) -> bool:
-    if type(a) is type(b) or (isinstance(a, int | float) and isinstance(b, int | float)):
+    if (type(a) is type(b) and type(a) in _NATIVELY_ORDERED) or (
+            isinstance(a, int | float) and isinstance(b, int | float)):
         return bool(a < b)
     return V.compare(a, b) == -1
 
