@@ -48,6 +48,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/ysb_stateless.py
 	$(BIN)/python bench/ysb_stateless_bounds.py
 	$(BIN)/python bench/ysb_windowed.py
+	$(BIN)/python bench/ysb_running.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/spark_ysb.py

@@ -75,20 +75,21 @@ class HeadBatch(Batch):
     ``read`` events read; ``counts`` are the steps' counters (step id, counter, n) for the engine to add;
     ``timed``: the events have their event times already.
 
-    Where the head reads a keyed step's columns (``keyed``), the events themselves are built only if something
-    reads ``payloads``: a late event sent to a sink, an event the step fails. They are built by running the head's
-    loop again on their lines, which gives them as the first run would (the steps it fuses are pure)."""
+    Where the head reads a keyed step's columns (``keyed``), the events and their line numbers are made only if
+    something reads ``payloads`` or the ids (an event the step fails: its ``on_error`` takes the event). They are
+    made by running the head's general loop again on the chunk, which gives them as a first run would have (the
+    steps it fuses are pure)."""
 
     __slots__ = ("_build", "counts", "read", "steps", "timed")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._build: Callable[[], tuple[list[Payload], list[int]]] | None = None
-        super().__init__(*args, **kwargs)
 
     counts: list[tuple[str, str, int]]
     read: int
     steps: int
     timed: bool
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._build: Callable[[], tuple[list[Payload], list[int]]] | None = None
+        super().__init__(*args, **kwargs)
 
     @property
     def payloads(self) -> list[Payload]:

@@ -62,6 +62,8 @@ class AggregateStep(StatefulStep):
         aggs = self.aggs
         # evaluate first: an event whose key or argument fails is left out before any state changed
         keys, rows, failures = keys_and_rows(self.keys, aggs, payloads)
+        if aggs.counts_only and not failures:
+            return batch.replace(self._counted(payloads, keys))
         out = []
         kept = [True] * len(payloads)
         for i, (payload, key) in enumerate(zip(payloads, keys, strict=True)):
@@ -77,6 +79,37 @@ class AggregateStep(StatefulStep):
             self.dirty.add(key)
             out.append(set_path(payload, self.into, aggs.results(accs)))
         return fail_some(batch.select(kept).replace(out) if failures else batch.replace(out), failures)
+
+    def _counted(self, payloads: list[Any], keys: list[tuple[Any, ...]]) -> list[Any]:
+        """``process`` where every aggregate is ``count()``: nothing can fail, so each group's counters go up in
+        place (``added`` makes new accumulators so that a failure leaves them as they were) and each event gets
+        its group's counts. The common case of running counts, several times faster."""
+        groups, names, into = self.groups, [name for name, _ in self.aggs.specs], self.into
+        dirty_add = self.tracked_add
+        out = []
+        if len(names) == 1 and len(into) == 1:  # one count into a top-level field
+            name, field = names[0], into[0]
+            for payload, key in zip(payloads, keys, strict=True):
+                accs = groups.get(key)
+                if accs is None:
+                    accs = groups[key] = [0]
+                accs[0] += 1
+                if dirty_add is not None:
+                    dirty_add(key)
+                event = dict(payload)
+                event[field] = {name: accs[0]}
+                out.append(event)
+            return out
+        for payload, key in zip(payloads, keys, strict=True):
+            accs = groups.get(key)
+            if accs is None:
+                accs = groups[key] = [0] * len(names)
+            for j in range(len(names)):
+                accs[j] += 1
+            if dirty_add is not None:
+                dirty_add(key)
+            out.append(set_path(payload, into, dict(zip(names, accs, strict=True))))
+        return out
 
     def changes(self) -> dict[str, bytes | None]:
         changed: dict[str, bytes | None] = {}

@@ -1,5 +1,6 @@
-"""Tumbling windows of counts against a plain event-by-event computation written here from the documented
-semantics (steps/window.py's docstring, docs/pipeline-file.md), not from the step's code.
+"""Tumbling windows of counts, and running counts (``aggregate``), against plain event-by-event computations
+written here from the documented semantics (steps/window.py's and steps/aggregate.py's docstrings, docs/state.md),
+not from the steps' code.
 
 The step counts a batch of events in time order in bulk (``WindowStep._counted_in_order``), takes the keys a
 fused head read (``Batch.keyed``), and otherwise goes event by event; whatever path a batch takes, the results,
@@ -21,6 +22,7 @@ from hypothesis import strategies as st
 from edgewise.clock import FakeClock
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
+from edgewise.steps.aggregate import AggregateConfig, AggregateStep
 from edgewise.steps.window import WindowConfig, WindowStep
 
 SIZE = 10
@@ -148,3 +150,37 @@ def test_tumbling_counts_are_those_of_the_plain_computation(events: list[tuple[i
     results, late = _engine_results(events, cuts, delay, lateness, counts, keyed)
     assert results == plain.out
     assert late == plain.late
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.lists(st.integers(0, 200), max_size=6), st.integers(1, 3),
+       st.sampled_from(["so_far", "stats.so_far"]), st.booleans())
+@example(events=[(1, 1), (2, 1.0), (3, True), (4, "1"), (5, None), (6, 1)], cuts=[2], counts=1, into="so_far",
+         tracked=True)
+def test_running_counts_are_those_of_the_plain_computation(events: list[tuple[int, Any]], cuts: list[int],
+                                                         counts: int, into: str, tracked: bool) -> None:
+    """Each event leaves with its group's counts after it was counted, groups formed as SQL's GROUP BY forms them,
+    whatever the batches."""
+    seen: dict[str, int] = {}
+    expected = []
+    for _, key in events:
+        seen[_text(key)] = seen.get(_text(key), 0) + 1
+        expected.append({f"n{j}": seen[_text(key)] for j in range(counts)})
+    config = AggregateConfig.model_validate({"id": "a", "key": ["k"], "into": into,
+                                             "aggs": {f"n{j}": "count()" for j in range(counts)}})
+    step = AggregateStep(config)
+    step.track_changes(tracked)
+    ctx = RunContext(clock=FakeClock(0))
+    got = []
+    bounds = [0, *sorted(c % (len(events) + 1) for c in cuts), len(events)]
+    for a, b in itertools.pairwise(bounds):
+        if a == b:
+            continue
+        batch = Batch([{"k": k, "stats": {"x": 1}} for _, k in events[a:b]], source="in", ingest_time_us=0,
+                      event_times=[t for t, _ in events[a:b]], offsets=range(a, b))
+        for record, (_, key) in zip(step.process(batch, ctx).payloads, events[a:b], strict=True):
+            got.append(record["so_far"] if into == "so_far" else record["stats"]["so_far"])
+            assert record["k"] is key and record["stats"]["x"] == 1  # the event goes on, with its other fields
+        changed = step.changes()
+        assert bool(changed) == tracked
+    assert got == expected
