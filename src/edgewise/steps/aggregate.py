@@ -83,7 +83,7 @@ class AggregateStep(StatefulStep):
     def _counted(self, payloads: list[Any], keys: list[tuple[Any, ...]]) -> list[Any]:
         """``process`` where every aggregate is ``count()``: nothing can fail, so each group's counters go up in
         place (``added`` makes new accumulators so that a failure leaves them as they were) and each event gets
-        its group's counts. The common case of running counts, several times faster."""
+        its group's counts (running counts: 0.52x -> 0.81x of a plain loop, BENCHMARKS.md)."""
         groups, names, into = self.groups, [name for name, _ in self.aggs.specs], self.into
         dirty_add = self.tracked_add
         out = []
