@@ -197,3 +197,35 @@ def test_lookup_and_keep_on_whole_batches_equal_event_by_event(tmp_path_factory:
         merged = {**event, **(row or {"campaign_id": None, "owner": None})}
         expected.append({k: merged[k] for k in ("campaign_id", "ad", "owner") if k in merged})
     assert run_pipeline(text, events, base_dir=str(folder))["p"] == expected
+
+
+AGG_TEXTS = ["count()", "count(x)", "sum(x)", "avg(x)", "min(x)", "max(x)", "count_distinct(x)", "histogram(x)"]
+AGG_VALUES = st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1), st.sampled_from([2**63 - 1, -(2**63), 0, 1]),
+                       st.floats(allow_nan=True), st.booleans(), st.text(max_size=3),
+                       st.decimals(allow_nan=False, allow_infinity=False, places=2),
+                       st.lists(st.integers(0, 3), max_size=2), st.just({"n": 1}))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(AGG_TEXTS), min_size=1, max_size=4), st.data())
+def test_the_written_adder_gives_what_each_aggregates_add_gives(texts: list[str], data: st.DataObject) -> None:
+    """``Aggregates.added`` runs a function written for its aggregates; fed the same rows from the same
+    accumulators it gives what ``added_one_by_one`` gives (each aggregate's own ``add``), error for error."""
+    from edgewise.errors import EvalError
+    from edgewise.steps.aggs import Aggregates
+
+    aggs = Aggregates({f"a{i}": text for i, text in enumerate(texts)})
+    accs = aggs.init()
+    for _ in range(data.draw(st.integers(1, 8))):
+        row = data.draw(st.none() | st.lists(AGG_VALUES, min_size=len(texts), max_size=len(texts)))
+        try:
+            expected: object = aggs.added_one_by_one(accs, row)
+        except (EvalError, TypeError) as exc:
+            expected = type(exc)
+        try:
+            got: object = aggs.added(accs, row)
+        except (EvalError, TypeError) as exc:
+            got = type(exc)
+        assert repr(got) == repr(expected)  # repr: NaN is not equal to itself
+        if isinstance(expected, list):
+            accs = expected
