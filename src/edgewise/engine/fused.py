@@ -367,19 +367,16 @@ class _Writer:
         steps gives (one item of ``kept_list`` each), ``result`` is what it made. ``numbered``: it keeps each such
         event's line number; else it gives ``None`` for the numbers and, after the stamps, the kept events'
         event-time fields (where the head reads one)."""
-        timed = self.times is not None and self.times.shape is not None
+        shape = self.times.shape if self.times is not None else None
+        timed = shape is not None
         # the last filter's drops are not counted one by one: they are the events that reached it (those the
         # earlier filters let through; nothing else before it drops events) less those it let through (all kept)
         counted = [f"c{n}" for n, _ in enumerate(self.counters[:-1])] if self.counters else []
         counts = [*counted, f"len(lines) - {''.join(c + ' - ' for c in counted)}len({kept_list})"][
             :len(self.counters)]
-        if self.times is not None and self.times.shape is not None:
-            field = self.times.shape[0]
-            # every line's event-time field, before any step: an event a filter drops has its time checked too,
-            # as the general path assigns times before the steps
-            stamp = ["t = p.get(" + repr(field) + ")", "stamp(t)"]
-        else:
-            stamp = []
+        # every line's event-time field, before any step: an event a filter drops has its time checked too, as
+        # the general path assigns times before the steps
+        stamp = [] if shape is None else [f"t = p.get({shape[0]!r})", "stamp(t)"]
         kept = ["keep_number(number)"] if numbered else ["keep_time(t)"] if timed else []
         return "\n".join([
             f"def {name}(lines, first):",
@@ -428,7 +425,7 @@ class _Writer:
         count = self._count(step)
         evaluate = step.where.evaluate
         self.names[f"where{i}"] = evaluate
-        dropped = [f"    {count} += 1" if counted else "    pass", "    continue"]
+        dropped = [*([f"    {count} += 1"] if counted else []), "    continue"]
         equality = getattr(evaluate, "text_equality", None)
         if equality is None:
             self.body += [f"if where{i}(p) is not True:", *dropped]
@@ -439,8 +436,7 @@ class _Writer:
             self.body += [f"v = p.get({field!r})",
                           "if v.__class__ is str:",
                           f"    if v == {text!r}:",
-                          f"    {dropped[0]}",
-                          f"    {dropped[1]}",
+                          *(f"    {line}" for line in dropped),
                           f"elif where{i}(p) is not True:",
                           *dropped]
             return

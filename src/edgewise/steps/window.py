@@ -206,8 +206,7 @@ class WindowStep(StatefulStep):
                 window = windows.get(slot)
                 if counts:
                     if window is None:
-                        window = windows[slot] = _Window(start, start + size, key, self.aggs.init())
-                        self._timer(start + size, window)
+                        window = self._open(start, start + size, key, self.aggs.init())
                     accs = window.accs
                     if counts == 1:
                         accs[0] += 1
@@ -222,8 +221,7 @@ class WindowStep(StatefulStep):
                         failures[i] = exc
                         continue
                     if window is None:
-                        window = windows[slot] = _Window(start, start + size, key, accs)
-                        self._timer(start + size, window)
+                        window = self._open(start, start + size, key, accs)
                     else:
                         window.accs = accs
                 if dirty_add is not None:
@@ -256,13 +254,12 @@ class WindowStep(StatefulStep):
             start = times[first] - times[first] % size
             end = bisect.bisect_left(times, start + size, first)
             counted = (Counter(keyed.keys[first:end]).items() if keyed.values is None
-                       else (((v,), n) for v, n in Counter(keyed.values[first:end]).items()))
+                       else (((value,), events) for value, events in Counter(keyed.values[first:end]).items()))
             for key, added in counted:
                 slot = (start, key)
                 window = windows.get(slot)
                 if window is None:
-                    window = windows[slot] = _Window(start, start + size, key, self.aggs.init())
-                    self._timer(start + size, window)
+                    window = self._open(start, start + size, key, self.aggs.init())
                 if counts == 1:
                     window.accs[0] += added
                 else:
@@ -295,8 +292,7 @@ class WindowStep(StatefulStep):
         for start, end, window, accs in updates:
             slot = (start, key)
             if window is None:
-                window = self.windows[slot] = _Window(start, end, key, accs)
-                self._timer(end, window)
+                window = self._open(start, end, key, accs)
             else:
                 window.accs = accs
             self.dirty.add(slot)
@@ -328,6 +324,12 @@ class WindowStep(StatefulStep):
         if not self.final or merged.revision:
             out.append(self._result(merged))
         return True
+
+    def _open(self, start: int, end: int, key: tuple[Any, ...], accs: list[Any]) -> _Window:
+        """A new tumbling or sliding window, held and with its timer set."""
+        window = self.windows[(start, key)] = _Window(start, end, key, accs)
+        self._timer(end, window)
+        return window
 
     def _timer(self, at: int, window: _Window) -> None:
         self.seq += 1
