@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
+import os
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -148,6 +151,33 @@ sinks: [{{id: out, type: file, path: {tmp_path / 'spool'}, max_events: 3, envelo
     assert [line["payload"]["n"] for line in lines] == list(range(6))
     assert len(files) == 2
     assert lines[0]["id"] == "test:0" and lines[0]["event_time"] == 5_000_000
+
+
+def test_file_sink_seals_segments_with_modification_times_in_name_order(tmp_path: Path) -> None:
+    """Issue 39: Spark reads a spool in modification-time order (to the millisecond), the local engine by name;
+    segments sealed within one millisecond were read out of name order. Each sealed segment is now at least a
+    millisecond after the one before, this run's and an earlier run's (here one stamped a minute ahead)."""
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    earlier = spool / "part-00000000000000001-0000-000001.ndjson"
+    earlier.write_text('{"n": -1}\n')
+    ahead_ns = time.time_ns() + 60 * 10**9
+    os.utime(earlier, ns=(ahead_ns, ahead_ns))
+    plan = load_text_plan(f"""
+version: 1
+pipelines: [{{id: p, steps: [], to: [out]}}]
+sinks: [{{id: out, type: file, path: {spool}, max_events: 1, fsync: false}}]
+""")
+    engine = LocalEngine(plan, clock=FakeClock(5_000_000), stdout=io.BytesIO(), errors=io.StringIO())
+    engine.open()
+    for batch in ListSource([{"n": i} for i in range(40)]).read(SourceContext(engine.clock, print, batch_size=1)):
+        engine.process(batch)
+    engine.close()
+    names = sorted(p.name for p in spool.iterdir())
+    assert len(names) == 41
+    mtimes_ms = [(spool / name).stat().st_mtime_ns // 1_000_000 for name in names]
+    assert all(a < b for a, b in itertools.pairwise(mtimes_ms)), mtimes_ms
+    assert [json.loads((spool / name).read_text())["n"] for name in names] == list(range(-1, 40))
 
 
 class Collector(BaseHTTPRequestHandler):

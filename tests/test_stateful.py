@@ -21,6 +21,7 @@ from edgewise.config import load_text_plan
 from edgewise.errors import ConfigError
 from edgewise.testing import CRASH, assert_records_equal, run
 from tests.conftest import ROOT, need, port_open
+from tests.daemon.helpers import wait_for
 
 MIXED = """
 version: 1
@@ -196,16 +197,19 @@ def _kill_minus_nine_run(tmp: Path, pipeline: Path, data: bytes, out: str) -> No
         proc.stdin.write(b"".join(lines[start:stop]))  # type: ignore[union-attr]
         proc.stdin.flush()  # type: ignore[union-attr]
 
-    feed(0, 100)
+    # the run commits at a batch boundary once its commit interval has passed, so it commits only while input
+    # arrives: feed a chunk at a time until a commit covers some of it, then the rest of the half (what it reads of
+    # that after its last commit is what the kill loses and the rerun replays)
+    fed = 0
     deadline = time.monotonic() + 60
-    while not db.exists() and time.monotonic() < deadline:  # the run is up (its state store is open)
-        time.sleep(0.02)
-    time.sleep(0.1)  # longer than the commit interval: the next batch commits
-    for start in range(100, half, 100):  # then the rest of the half, slowly: commits fall in the middle of it
-        feed(start, start + 100)
-        time.sleep(0.03)
-    time.sleep(0.02)
-    assert committed() > 0, "the run never committed"
+    while committed() == 0:
+        assert time.monotonic() < deadline, "the run never committed"
+        if fed < half - 100:
+            feed(fed, fed + 100)
+            fed += 100
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: committed() > 0, timeout=0.2, what="a commit")
+    feed(fed, half)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with contextlib.suppress(BrokenPipeError):

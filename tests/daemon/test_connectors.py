@@ -271,15 +271,16 @@ sinks:
   - {{id: copies, type: file, path: {tmp_path / 'edge-copies'}, envelope: true, max_age: 100ms}}
   - {{id: windows, type: file, path: {tmp_path / 'edge-windows'}, max_age: 100ms}}
 """, data_dir=tmp_path / "edge")
-    for n in range(3):  # three requests, about 1.2 s apart: their ingest times fall into different windows
+    for n in range(3):  # three requests, each in a 2 s window of its own (by ingest time)
+        posted = time.time()
         assert edge.post("/v1/events", json.dumps([{"k": "a", "n": n}, {"k": "b", "n": n}])).status_code == 202
-        time.sleep(1.2)
+        wait_for(lambda posted=posted: time.time() // 2 > posted // 2 and time.time() - posted >= 0.1,
+                 what="the next window of ingest time")
     edge.wait_processed(6)
     hub.wait_processed(6)
     counted = lambda side: sum(r["n"] for r in read_spool(tmp_path / f"{side}-windows"))  # noqa: E731
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not counted("edge") == counted("hub") == 6:
-        time.sleep(0.2)  # the idle timeout closes the last windows on both
+    # the idle timeout closes the last windows on both
+    wait_for(lambda: counted("edge") == counted("hub") == 6, what="every window on both")
     at_edge = {r["id"]: r for r in read_spool(tmp_path / "edge-copies")}
     at_hub = {r["id"]: r for r in read_spool(tmp_path / "hub-copies")}
     assert at_hub.keys() == at_edge.keys() and len(at_hub) == 6

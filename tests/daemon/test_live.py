@@ -8,7 +8,6 @@ import math
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from starlette.applications import Starlette
 
 from edgewise.daemon.live import LiveHub
 from edgewise.daemon.live_api import live_routes
+from tests.daemon.helpers import wait_for
 
 PIPELINE = """
 version: 1
@@ -140,14 +140,20 @@ def test_the_daemon_streams_its_live_sinks_results(start_daemon, tmp_path: Path)
     reader = threading.Thread(target=read_stream, args=(f"{d.url}/v1/live/cells/events", received, events, stop),
                               daemon=True)
     reader.start()
-    time.sleep(0.5)
+    wait_for(lambda: "snapshot" in events, what="the stream to open (its snapshot comes first)")
     body = [position("a", 1000.0), position("b", 1001.0), position("a", 1003.0, lat=61.0), {"vehicle": "c", "t": 1004}]
     assert d.post("/v1/events", json.dumps(body)).status_code == 202
     d.wait_processed(4)
-    deadline = time.monotonic() + 30
-    while len(received) < 3 and time.monotonic() < deadline:  # the window closes on idleness (1 s, then 6 s of credit)
-        time.sleep(0.1)
-    time.sleep(1)  # a window emitted twice would show here
+    # the windows close on idleness (1 s, then 6 s of credit)
+    wait_for(lambda: len(received) >= 3, what="the three windows")
+    queue = lambda: d.client.get("/v1/queue").json()  # noqa: E731
+    # a window emitted twice would come from a later tick: let the daemon move event time on by another second
+    # (its own progress, not a sleep), then wait until the stream holds all that was published
+    advanced = queue()["idle_advanced_s"]
+    wait_for(lambda: queue()["idle_advanced_s"] >= advanced + 1, what="event time to move on")
+    published = queue()["live"]["cells"]["published"]
+    wait_for(lambda: len(received) >= published, what="the stream to catch up")
+    assert published == 3
     stop.set()  # the reader ends with the daemon's shutdown (the hub ends every stream)
     got = list(received)
     cells = sorted(((r["payload"]["cell"], r["payload"]["vehicles"]) for r in got), key=str)

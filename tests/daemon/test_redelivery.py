@@ -10,7 +10,7 @@ import orjson
 
 from edgewise.daemon.queue import Append, QueueReader
 from edgewise.daemon.writer import QueueWriter
-from tests.daemon.helpers import DaemonProcess, wait_processed
+from tests.daemon.helpers import DaemonProcess, wait_for, wait_processed
 from tests.daemon.test_api import read_spool
 from tests.daemon.test_webhooks_and_signals import PAYLOADS, SECRET, sign
 
@@ -113,7 +113,8 @@ def test_redeliveries_are_recognised_across_kill_9(tmp_path: Path) -> None:
                     "X-Hub-Signature-256": sign(body)})
                 assert r.json() == {"accepted": 0, "ids": ["github:d-1"], "duplicates": ["github:d-1"]}
             assert client.get("/v1/queue").json()["queued_events"] == 0
-        time.sleep(0.5)
+            # nothing queued and nothing in flight: no worker can write a second copy
+            wait_for(lambda: client.get("/v1/queue").json()["in_flight_entries"] == 0, what="no entry in flight")
         assert [r["id"] for r in read_spool(tmp_path / "out")] == ["github:d-1"]
     finally:
         second.kill()

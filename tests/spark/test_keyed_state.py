@@ -11,8 +11,11 @@ from typing import Any
 
 import pytest
 
+from tests.daemon.helpers import wait_for
 from tests.spark.test_sources_and_sinks import _collecting
 
+LONGEST_TIMEOUT_S = 2
+"""The timeout the GitHub example's completions get here (1 h in the shipped file)."""
 
 def _spool_pipeline(steps: str, *, event_time: bool = True, sinks: str = "") -> str:
     """A one-pipeline file (`p`) reading the spool `in`, with the given steps (YAML list items)."""
@@ -41,8 +44,11 @@ def test_processing_time_completion_times_out_on_sparks_clock(spark: Any, tmp_pa
 """, event_time=False)
     _segment(spool, 1, [{"kind": "order", "order_id": 7}, {"kind": "order", "order_id": 8}])
     first = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    processed_by = time.time()
     assert sorted(r["progress"]["status"] for _, r in first[""]) == ["triggered", "triggered"]
-    time.sleep(1.5)  # past the deadline: the next micro-batch's timers fire, for keys without new events too
+    # past the deadline (1 s of processing time after the events ran): the next micro-batch's timers fire, for keys
+    # without new events too
+    wait_for(lambda: time.time() > processed_by + 1, what="the processing-time deadline")
     _segment(spool, 2, [{"kind": "payment", "order_id": 8}])
     second = _collecting(spark, text, tmp_path, tmp_path / "ck")
     got = sorted((r["progress"]["key"], r["progress"]["status"], r["progress"]["seen"]) for _, r in second[""])
@@ -81,7 +87,7 @@ def test_github_example_joins_the_same_completions_on_spark(spark: Any, tmp_path
 
     text = (ROOT / "examples" / "github" / "pipeline.yaml").read_text()
     text = text.replace("type: http, signature: github, secret_env: GITHUB_WEBHOOK_SECRET", "type: file, path: in")
-    text = text.replace("timeout: 1h", "timeout: 2s")
+    text = text.replace("timeout: 1h", f"timeout: {LONGEST_TIMEOUT_S}s")
     plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
     spool = tmp_path / "in"
     spool.mkdir()
@@ -101,7 +107,9 @@ def test_github_example_joins_the_same_completions_on_spark(spark: Any, tmp_path
     cases = {"push-to-ci": ("ci", {"pushed": {"push"}, "checked": CHECKS}),
              "ci-to-deploy": ("shipping", {"checked": CHECKS, "deployed": {"deployment", "deployment_status"}})}
     first = {pipeline: run_pipeline(pipeline) for pipeline in cases}
-    time.sleep(2.5)  # past every deadline: a later micro-batch fires the timers
+    processed_by = time.time()
+    # past every deadline (the longest timeout after the events ran): a later micro-batch fires the timers
+    wait_for(lambda: time.time() > processed_by + LONGEST_TIMEOUT_S, what="every processing-time deadline")
     _segment(spool, 2, [{"event": "ping", "body": {}}])  # a micro-batch to run in (joins nothing)
     for pipeline, (field, parts) in cases.items():
         records = first[pipeline] + run_pipeline(pipeline)

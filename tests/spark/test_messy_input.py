@@ -645,3 +645,83 @@ def test_pinned_difference_a_completion_times_out_at_the_next_micro_batch(spark:
     assert sorted((k, s) for _, k, s in batches) == sorted(local)
     when = {(k, s): b for b, k, s in batches}
     assert when[(1, "triggered")] < when[(2, "triggered")] < when[(1, "timed_out")]
+
+
+ELEMENTS = ['{"nums":[]}', '{"nums":[5,6]}', '{"nums":[7]}', '{"nums":null}', '{"nums":[8,9,10]}']
+
+
+@pytest.mark.parametrize(("expression", "error_class"), [
+    ("element_at(nums, 2)", "INVALID_ARRAY_INDEX_IN_ELEMENT_AT"),
+    ("element_at(nums, -2)", "INVALID_ARRAY_INDEX_IN_ELEMENT_AT"),
+    ("element_at(nums, 0)", "INVALID_INDEX_OF_ZERO"),
+    ("nums[1]", "INVALID_ARRAY_INDEX"),
+    ("nums[-1]", "INVALID_ARRAY_INDEX"),
+])
+def test_an_index_out_of_range_fails_its_event_not_the_query(spark: Any, tmp_path: Path, expression: str,
+                                                              error_class: str) -> None:
+    """Issue 39: under `on_error` an index out of range (an empty array, a short one) failed the whole Spark query
+    (ANSI `element_at` and `[]` raise), and the other pipelines lost their results; locally it fails its event.
+    Now the event takes `on_error` on both engines, with the error class the local engine gives."""
+    _spool(tmp_path, ELEMENTS)
+    text = SPOOL + f"""
+      - annotate: {{id: a, set: {{v: "{expression}"}}, on_error: dead}}
+sinks: [{{id: dead, type: stdout}}]
+"""
+    local = _all_routes_local(text, tmp_path, ["dead"])
+    got = _collecting(spark, text, tmp_path, tmp_path / "ck")
+    remote = {route: sorted(_comparable(route, i, r) for i, r in got.get(route, [])) for route in local}
+    from tests.fuzz.oracles import canonical
+
+    events = [orjson.loads(line) for line in ELEMENTS]
+    # by hand: element_at is 1-based (negative: from the end), [] 0-based and never negative; NULL reads NULL
+    def element(nums: list[int] | None) -> tuple[bool, int | None]:
+        at = {"element_at(nums, 2)": 1, "element_at(nums, -2)": -2, "element_at(nums, 0)": None,
+              "nums[1]": 1, "nums[-1]": None}[expression]
+        if nums is None:
+            return True, None
+        if at is None or not -len(nums) <= at < len(nums):
+            return False, None
+        return True, nums[at]
+
+    expected = sorted(canonical({**e, "v": element(e["nums"])[1]}) for e in events if element(e["nums"])[0])
+    assert sorted(r for _, r in local[""]) == expected
+    assert len(local["dead"]) == len(events) - len(expected)
+    assert {orjson.loads(r)["type"] for _, r in local["dead"]} == {error_class}
+    assert remote == local
+
+
+def test_a_failed_pipeline_names_its_step_and_cause_and_the_others_deliver(spark: Any, tmp_path: Path) -> None:
+    """Issue 39: a query failing on an event (`on_error: fail`) was reported as `Reason: An exception was raised by
+    the Python Proxy. Return Message: Traceback …`, the cause cut off, and the job's other pipelines lost the
+    results they had computed. Now the job names the pipeline, the step and Spark's error class, and the other
+    pipelines finish, their windows flushed, before it fails."""
+    from edgewise.engine.spark.job import SparkJob, SparkJobFailed, SparkOptions
+
+    _spool(tmp_path, ['{"t":1,"nums":[1,2]}', '{"t":2,"nums":[]}', '{"t":15,"nums":[3]}'])
+    text = """
+version: 1
+event_time: "timestamp_seconds(t)"
+sources: [{id: spool, type: file, path: in}]
+pipelines:
+  - id: counts
+    steps:
+      - window: {id: w, tumbling: 10s, aggs: {n: count()}}
+    to: [out]
+  - id: firsts
+    steps:
+      - filter: {id: some, where: "t > 0"}
+      - annotate: {id: second, set: {v: "element_at(nums, 2)"}}
+sinks: [{id: out, type: file, path: out}]
+"""
+    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    with pytest.raises(SparkJobFailed) as failed:
+        SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True),
+                 report=lambda text: None).run()
+    message = str(failed.value)
+    assert message.startswith("pipeline firsts, step second: the Spark query failed: "
+                              "[INVALID_ARRAY_INDEX_IN_ELEMENT_AT] "), message
+    assert "\n" not in message and "Traceback" not in message
+    written = [orjson.loads(line) for path in sorted((tmp_path / "out").glob("*.ndjson"))
+               for line in path.read_bytes().splitlines()]
+    assert sorted((r["window_start"], r["n"]) for r in written) == [
+        ("1970-01-01T00:00:00Z", 2), ("1970-01-01T00:00:10Z", 1)]

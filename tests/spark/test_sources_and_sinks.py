@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import uuid
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,108 @@ sinks:
     results = first.get("", []) + second.get("", [])
     assert sorted((r["window_start"], r["n"]) for _, r in results) == [
         ("1970-01-01T00:00:00Z", 1), ("1970-01-01T00:01:00Z", 1), ("1970-01-01T00:02:00Z", 1)]
+
+
+LATE_WINDOW = ROOMS_PIPELINE + """\
+      - window: {id: per10, key: [room], tumbling: 10s, watermark: 5s, late: late, aggs: {n: count(), s: sum(t)}}
+sinks:
+  - {id: late, type: stdout}
+"""
+
+
+def _windows_and_late(times: list[int]) -> tuple[list[tuple[int, int, int]], list[int]]:
+    """A plain reading of docs/state.md for LATE_WINDOW, one event at a time: the watermark is the largest time
+    seen minus 5 s, and an event whose window ends at or before it is late. ``([(start s, n, s)], [late times])``."""
+    windows: dict[int, list[int]] = {}
+    late: list[int] = []
+    largest: int | None = None
+    for t in times:
+        start = t - t % 10
+        if largest is not None and start + 10 <= largest - 5:
+            late.append(t)
+            continue
+        windows.setdefault(start, []).append(t)
+        largest = t if largest is None else max(largest, t)
+    return sorted((start, len(ts), sum(ts)) for start, ts in windows.items()), late
+
+
+def _spark_windows(got: dict[str, list[Any]]) -> list[tuple[int, int, int]]:
+    starts = {f"1970-01-01T00:00:{s:02d}Z": s for s in range(0, 60, 10)} | {"1970-01-01T00:01:00Z": 60}
+    return sorted((starts[r["window_start"]], r["n"], r["s"]) for _, r in got.get("", []))
+
+
+def test_an_event_late_by_its_micro_batchs_watermark_goes_to_the_late_sink(spark: Any, tmp_path: Path) -> None:
+    """Issue 39: t=1, 2, 25 in one micro-batch, then t=4 in the next, which runs with a watermark of 20 s. Spark 4
+    drops late rows by the previous micro-batch's watermark unless told otherwise, and counted t=4 in [0, 10)
+    (n=3) with nothing for the late sink; locally t=4 is late."""
+    spool = tmp_path / "in"
+    spool.mkdir()
+    _segment(spool, 1, [json.dumps({"room": "a", "t": t}) for t in (1, 2, 25)])
+    _segment(spool, 2, [json.dumps({"room": "a", "t": 4})])
+    got = _collecting(spark, LATE_WINDOW, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    assert _spark_windows(got) == [(0, 2, 3), (20, 1, 25)]
+    assert [r for _, r in got["late"]] == [{"room": "a", "t": 4}]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_event_per_micro_batch_is_late_exactly_when_it_is_late_locally(spark: Any, tmp_path: Path,
+                                                                            seed: int) -> None:
+    """With one event per micro-batch, the micro-batch's watermark is the one every earlier event moved: Spark's
+    windows and late events are then those of the plain per-event reading (generated times, out of order)."""
+    rng = random.Random(seed)
+    times = [rng.randrange(0, 60) for _ in range(7)]
+    spool = tmp_path / "in"
+    spool.mkdir()
+    for n, t in enumerate(times):
+        _segment(spool, n, [json.dumps({"room": "a", "t": t})])
+    got = _collecting(spark, LATE_WINDOW, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    windows, late = _windows_and_late(times)
+    assert (_spark_windows(got), sorted(r["t"] for _, r in got.get("late", []))) == (windows, sorted(late)), times
+
+
+def test_a_spool_the_file_sink_wrote_fast_is_read_in_name_order(spark: Any, tmp_path: Path) -> None:
+    """Issue 39: Spark reads a spool in modification-time order, and segments sealed within one millisecond were
+    read out of name order (windows came out short). The file sink now seals them a millisecond apart at least:
+    a spool it wrote one event per segment, read one segment per micro-batch, gives the per-event reading."""
+    times = [8, 36, 54, 51, 48, 4, 16, 55, 3, 23]
+    from edgewise.engine.local import LocalEngine
+    from edgewise.sources.base import SourceContext
+    from edgewise.testing import FakeClock, ListSource
+
+    plan = load_text_plan("""
+version: 1
+pipelines: [{id: copy, steps: [], to: [spool]}]
+sinks: [{id: spool, type: file, path: in, max_events: 1, fsync: false}]
+""", file=str(tmp_path / "write.yaml"), base_dir=str(tmp_path))
+    engine = LocalEngine(plan, clock=FakeClock(0))
+    engine.open()
+    for batch in ListSource([{"room": "a", "t": t} for t in times]).read(SourceContext(engine.clock, print, 1)):
+        engine.process(batch)
+    engine.close()
+    assert len(list((tmp_path / "in").glob("*.ndjson"))) == len(times)
+    got = _collecting(spark, LATE_WINDOW, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    reports = [r for r in got.get("_reports", []) if "modification" in r]
+    windows, late = _windows_and_late(times)
+    assert (_spark_windows(got), sorted(r["t"] for _, r in got.get("late", []))) == (windows, sorted(late))
+    assert reports == []
+
+
+def test_pinned_difference_spark_reads_a_spool_by_modification_time(spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Spool order: segments that share a modification time (or whose times do not rise with their
+    names) are read by Spark in its order, not by name; with --max-files-per-trigger the job says so at the start,
+    naming them."""
+    spool = tmp_path / "in"
+    spool.mkdir()
+    for n in (1, 2, 3):
+        _segment(spool, n, [json.dumps({"room": "a", "t": n})])
+    got = _collecting(spark, LATE_WINDOW, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    assert not [r for r in got.get("_reports", []) if "modification" in r]
+    for n in (1, 2, 3):
+        os.utime(spool / f"part-{n}.ndjson", (1_000_000, 1_000_000))
+    got = _collecting(spark, LATE_WINDOW, tmp_path, tmp_path / "ck2", max_files_per_trigger=1)
+    [warning] = [r for r in got["_reports"] if "modification" in r]
+    assert warning.startswith("source spool: part-1.ndjson and part-2.ndjson share a modification time. Spark "
+                              "reads a spool's segments in modification-time order"), warning
 
 
 def test_a_spool_is_read_line_by_line_where_no_one_reads_the_event_ids(spark: Any, tmp_path: Path) -> None:

@@ -373,9 +373,17 @@ def _is(node: exp.Is, ctx: _Context) -> Evaluator:
     raise ConfigError(f"{node.sql(dialect=EdgewiseSpark)!r}: IS takes NULL, TRUE or FALSE")
 
 
+def _null_constant(fn: Evaluator) -> bool:
+    return _is_const(fn) and fn.constant is None  # type: ignore[attr-defined]
+
+
 def _binary(op: Callable[[Any, Any], Any]) -> Callable[[exp.Expression, _Context], Evaluator]:
     def build(node: exp.Expression, ctx: _Context) -> Evaluator:
         left, right = _compile(node.this, ctx), _compile(node.expression, ctx)
+        if _null_constant(left) or _null_constant(right):
+            # Spark's optimiser makes arithmetic with a NULL constant NULL before it runs (NullPropagation), so
+            # the other operand is never evaluated: `'x' + -NULL` is NULL there, not a failed cast of 'x'
+            return _const(None)
         return lambda p: op(left(p), right(p))
 
     return build
@@ -415,6 +423,8 @@ def _interval(node: exp.Interval, ctx: _Context) -> Evaluator:
 
 def _neg(node: exp.Neg, ctx: _Context) -> Evaluator:
     inner = _compile(node.this, ctx)
+    if _null_constant(inner):
+        return inner
     if _is_const(inner) and V.is_number(inner.constant):  # type: ignore[attr-defined]
         value = -inner.constant  # type: ignore[attr-defined]
         if isinstance(value, Decimal) and value == V.LONG_MIN:

@@ -98,13 +98,25 @@ _DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Su
 _LETTERS = set("GyuYDMLdQqwWEeFaBhHkKmsSnAzZOVvxX")
 
 
+OPTIONAL = ("[", 0)
+OPTIONAL_END = ("]", 0)
+"""The tokens of an optional section, ``[...]``: parsed if present, printed when formatting."""
+
+
 def _tokens(pattern: str) -> list[tuple[str, int] | str]:
-    """Split a Spark datetime pattern into (letter, count) fields and literal text."""
+    """Split a Spark datetime pattern into (letter, count) fields, literal text and optional-section brackets."""
     out: list[tuple[str, int] | str] = []
+    depth = 0
     i = 0
     while i < len(pattern):
         c = pattern[i]
-        if c == "'":
+        if c in "[]":
+            depth += 1 if c == "[" else -1
+            if depth < 0:
+                raise EvalError("INVALID_DATETIME_PATTERN", f"a ']' without its '[' in pattern {pattern!r}")
+            out.append(OPTIONAL if c == "[" else OPTIONAL_END)
+            i += 1
+        elif c == "'":
             j = pattern.find("'", i + 1)
             if j == -1:
                 raise EvalError("INVALID_DATETIME_PATTERN", f"unclosed quote in pattern {pattern!r}")
@@ -121,6 +133,8 @@ def _tokens(pattern: str) -> list[tuple[str, int] | str]:
         else:
             out.append(c)
             i += 1
+    if depth:
+        raise EvalError("INVALID_DATETIME_PATTERN", f"an unclosed '[' in pattern {pattern!r}")
     return out
 
 
@@ -138,6 +152,8 @@ def format_timestamp(ts: datetime, pattern: str) -> str:
             out.append(tok)
             continue
         c, n = tok
+        if tok in (OPTIONAL, OPTIONAL_END):  # an optional section's fields are printed
+            continue
         if c in "yu":
             out.append(f"{ts.year % 100:02d}" if n == 2 else f"{ts.year:0{n}d}")
         elif c in "ML":
@@ -177,39 +193,58 @@ def format_timestamp(ts: datetime, pattern: str) -> str:
 
 @lru_cache(maxsize=256)
 def _parse_regex(pattern: str) -> re.Pattern[str]:
+    """The pattern as a regular expression with a named group per field. A field written twice (``SS…SS``) gets a
+    group of its own each time, ``S__2``…, whose value must agree with the first (``parse_with_pattern``); a
+    fraction of ``n`` ``S`` takes 1 to ``n`` digits, and an optional section may be absent, as in Spark."""
     parts = []
+    seen: dict[str, int] = {}
+
+    def named(group: str) -> str:
+        name = re.match(r"\(\?P<(\w+)>", group)
+        if name is None:
+            return group
+        key = name.group(1)
+        seen[key] = seen.get(key, 0) + 1
+        return group if seen[key] == 1 else group.replace(f"(?P<{key}>", f"(?P<{key}__{seen[key]}>", 1)
+
     for tok in compile_format(pattern):
         if isinstance(tok, str):
             parts.append(re.escape(tok))
             continue
-        c, n = tok
-        if c in "yu":
-            parts.append(r"(?P<y>\d{2})" if n == 2 else r"(?P<y>\d{4})")
-        elif c in "ML":
-            parts.append(r"(?P<Mt>[A-Za-z]{3,9})" if n >= 3 else (r"(?P<M>\d{2})" if n == 2 else r"(?P<M>\d{1,2})"))
-        elif c == "d":
-            parts.append(r"(?P<d>\d{2})" if n == 2 else r"(?P<d>\d{1,2})")
-        elif c in "Hk":
-            parts.append(r"(?P<H>\d{2})" if n == 2 else r"(?P<H>\d{1,2})")
-        elif c in "hK":
-            parts.append(r"(?P<h>\d{2})" if n == 2 else r"(?P<h>\d{1,2})")
-        elif c == "m":
-            parts.append(r"(?P<m>\d{2})" if n == 2 else r"(?P<m>\d{1,2})")
-        elif c == "s":
-            parts.append(r"(?P<s>\d{2})" if n == 2 else r"(?P<s>\d{1,2})")
-        elif c == "S":
-            parts.append(rf"(?P<S>\d{{{n}}})")
-        elif c == "a":
-            parts.append(r"(?P<a>AM|PM|am|pm)")
-        elif c == "E":
-            parts.append(r"[A-Za-z]{3,9}")
-        elif c in "XxZ":
-            parts.append(r"(?P<z>Z|[+-]\d{2}(?::?\d{2})?)")
-        elif c in "zVO":
-            parts.append(r"(?P<zn>UTC|GMT|Z)")
-        else:
-            raise EvalError("INVALID_DATETIME_PATTERN", f"pattern letter {c!r} is not supported for parsing")
+        if tok == OPTIONAL:
+            parts.append("(?:")
+            continue
+        if tok == OPTIONAL_END:
+            parts.append(")?")
+            continue
+        parts.append(named(_field_regex(*tok)))
     return re.compile("^" + "".join(parts) + "$")
+
+
+def _field_regex(c: str, n: int) -> str:
+    """The regular expression of one field: ``c`` written ``n`` times."""
+    two_or_one = rf"(?P<{c}>\d{{2}})" if n == 2 else rf"(?P<{c}>\d{{1,2}})"
+    if c in "yu":
+        return r"(?P<y>\d{2})" if n == 2 else r"(?P<y>\d{4})"
+    if c in "ML":
+        return r"(?P<Mt>[A-Za-z]{3,9})" if n >= 3 else two_or_one.replace(f"<{c}>", "<M>")
+    if c in "Hk":
+        return two_or_one.replace(f"<{c}>", "<H>")
+    if c in "hK":
+        return two_or_one.replace(f"<{c}>", "<h>")
+    if c in "dms":
+        return two_or_one
+    if c == "S":
+        return rf"(?P<S>\d{{1,{n}}})"
+    if c == "a":
+        return r"(?P<a>AM|PM|am|pm)"
+    if c == "E":
+        return r"[A-Za-z]{3,9}"
+    if c in "XxZ":
+        return r"(?P<z>Z|[+-]\d{2}(?::?\d{2})?)"
+    if c in "zVO":
+        return r"(?P<zn>UTC|GMT|Z)"
+    raise EvalError("INVALID_DATETIME_PATTERN", f"pattern letter {c!r} is not supported for parsing")
 
 
 def parse_with_pattern(text: str, pattern: str) -> datetime | None:
@@ -218,6 +253,10 @@ def parse_with_pattern(text: str, pattern: str) -> datetime | None:
     if not m:
         return None
     g = m.groupdict()
+    for name, value in g.items():  # a field written twice must read the same both times
+        first = name.partition("__")[0]
+        if first != name and value is not None and g.get(first) is not None and value != g[first]:
+            return None
     year = int(g["y"]) + (2000 if g.get("y") and len(g["y"]) == 2 else 0) if g.get("y") else 1970
     if g.get("Mt"):
         names = [x[:3].lower() for x in _MONTHS]

@@ -5,6 +5,10 @@ A segment is written as ``part-<first event µs>-<run>-<n>.ndjson.open`` and, wh
 job's file source, ``tail``) only read sealed ``.ndjson`` files, so they never see half a segment. With
 ``envelope: true`` every line carries the event's id and event time, which is what the Spark engine reads.
 
+A sealed segment's modification time (to the millisecond) is later than the segment's sealed before it, so a
+reader that orders a spool by modification time (Spark's file source) reads it in name order, as the local engine
+does, even when segments are sealed within one millisecond (issue 39).
+
 ``mode: append`` (the default) adds a run's segments beside those already there: a daemon's spool, restarted,
 goes on. ``mode: replace`` removes the segments an earlier run left (this sink's ``part-*.ndjson`` files, sealed or
 open, nothing else) when the run opens: a one-shot command run twice gives its output once, not twice.
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from typing import IO, ClassVar, Literal
 
 from pydantic import Field
@@ -57,6 +62,7 @@ class FileSink(Sink):
         self._bytes = 0
         self._started_us = 0
         self._clock: Clock | None = None
+        self._last_sealed_ms = 0
         self.sealed: list[str] = []
 
     def open(self, ctx: SinkContext) -> None:
@@ -65,6 +71,9 @@ class FileSink(Sink):
             for name in os.listdir(self.directory):
                 if name.startswith("part-") and name.endswith((".ndjson", ".ndjson.open")):
                     os.remove(os.path.join(self.directory, name))
+        self._last_sealed_ms = max((os.stat(os.path.join(self.directory, name)).st_mtime_ns // 1_000_000
+                                    for name in os.listdir(self.directory)
+                                    if name.startswith("part-") and name.endswith(".ndjson")), default=0)
         self._clock = ctx.clock
 
     def write(self, batch: Batch) -> None:
@@ -100,6 +109,7 @@ class FileSink(Sink):
         if fh is None:
             return
         fh.flush()
+        self._after_the_last(fh.fileno())
         if self.config.fsync:
             os.fsync(fh.fileno())
         fh.close()
@@ -113,6 +123,14 @@ class FileSink(Sink):
                 os.close(dir_fd)
         self.sealed.append(final)
         self._fh = None
+
+    def _after_the_last(self, fd: int) -> None:
+        """Give the segment being sealed a modification time at least a millisecond after the last one's."""
+        mtime_ms = os.fstat(fd).st_mtime_ns // 1_000_000
+        if mtime_ms <= self._last_sealed_ms:
+            mtime_ms = self._last_sealed_ms + 1
+            os.utime(fd, ns=(time.time_ns(), mtime_ms * 1_000_000))
+        self._last_sealed_ms = mtime_ms
 
     def flush(self) -> None:
         self._seal()

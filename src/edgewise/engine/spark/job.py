@@ -28,7 +28,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
@@ -41,11 +41,12 @@ from edgewise.engine.spark.sources import (
     SPOOL_GLOB,
     check_plan,
     envelope_sql,
+    out_of_name_order,
     payload_sql,
     source_frame,
 )
 from edgewise.engine.spark.sql import SOURCE, to_spark_sql
-from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless, runs_in_python
+from edgewise.engine.spark.steps import STATELESS, Stage, compile_stateless, recording_step_sql, runs_in_python
 from edgewise.engine.spark.windows import compile_window
 from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.steps.stateful import StatefulStep
@@ -110,6 +111,10 @@ class CompiledPipeline:
     query: StreamingQuery | None = None
     dropped_late: int = 0
     """Rows Spark's state operators dropped as late, over the queries this job ran."""
+    failed: bool = False
+    """Its query stopped with an error (the job goes on with the others, then fails)."""
+    step_sql: list[tuple[str, str]] = field(default_factory=list)
+    """``(step id, SQL)`` of the steps' expressions: which step a failing query's SQL belongs to."""
 
 
 class SparkJob:
@@ -131,6 +136,27 @@ class SparkJob:
         self.buckets = self._keyed_buckets()
         self.types = self._input_types()
         self.compiled = [self._compile(p) for p in plan.pipelines if not self.only or p.id in self.only]
+        self._check_spool_order()
+
+    def _check_spool_order(self) -> None:
+        """With ``max_files_per_trigger`` a micro-batch takes the next segments in Spark's order, by modification
+        time: where that is not name order (the local engine's), the watermark, late events and windows can differ
+        from the local engine's. Said once at the start (issue 39: it went unsaid, and windows came out short)."""
+        if self.options.max_files_per_trigger is None or self.report is None:
+            return
+        from edgewise.engine.local import _base
+
+        for source in self.plan.sources:
+            spool: Any = source  # a file source's config (its type checked here)
+            if spool.type != "file" or spool.format != "ndjson":
+                continue
+            problem = out_of_name_order(_base(self.plan).path(spool.path))
+            if problem is not None:
+                self.report(f"source {source.id}: {problem}. Spark reads a spool's segments in modification-time "
+                            "order (the local engine by name), so with --max-files-per-trigger its micro-batches "
+                            "take them out of name order, and the watermark, late events and windows can differ "
+                            "from the local engine's. Give the segments modification times in name order (touch "
+                            "them one by one, in name order), or run without --max-files-per-trigger")
 
     # ------------------------------------------------------------ input
 
@@ -316,12 +342,16 @@ class SparkJob:
     # ------------------------------------------------------------ compile
 
     def _compile(self, pipeline: PipelinePlan) -> CompiledPipeline:
-        from pyspark.sql import functions as f
-
         # the end-of-input marker's spool: only where it has work to do, and read once (by a window's routed
         # branch, or else with the input)
         window_marker = _window_reads_marker(self.plan, pipeline)
         source = self._input(pipeline, marker=holds_event_time_state(pipeline) and not window_marker)
+        with recording_step_sql() as step_sql:
+            stage, side, mode, window_marker = self._compile_steps(pipeline, source, window_marker)
+        return self._output(pipeline, stage, side, mode, window_marker, step_sql)
+
+    def _compile_steps(self, pipeline: PipelinePlan, source: DataFrame, window_marker: bool
+                       ) -> tuple[Stage, list[DataFrame], str, bool]:
         stage = Stage(source, self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
@@ -359,6 +389,12 @@ class SparkJob:
             else:  # spawn, plugin steps and transform ops Spark has no form for: the local step on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
+        return stage, side, mode, window_marker
+
+    def _output(self, pipeline: PipelinePlan, stage: Stage, side: list[DataFrame], mode: str, window_marker: bool,
+                step_sql: list[tuple[str, str]]) -> CompiledPipeline:
+        from pyspark.sql import functions as f
+
         # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below the
         # watermark, which must see it
         out = stage.df.select(
@@ -377,7 +413,7 @@ class SparkJob:
                                 marker_dir=self._end_path(pipeline.id))
         clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
         return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer, lines,
-                                clock_timers)
+                                clock_timers, step_sql=step_sql)
 
     # ------------------------------------------------------------ run
 
@@ -436,23 +472,30 @@ class SparkJob:
                         return
                     self._show_running(self.compiled)
             except Exception as exc:  # reported as the job's failure, with Spark's message
-                raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
+                failed = [c for c in self.compiled if c.query is not None and c.query.exception() is not None]
+                self.stop(between_batches=True)  # the others stop as on SIGTERM: what they computed is delivered
+                if not failed:
+                    raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
+                raise SparkJobFailed("; ".join(_query_failed(c, c.query.exception() or exc) for c in failed
+                                               if c.query is not None)) from exc
             return
-        self.await_all()
-        flushed = [c for c in flushed if c not in with_data]
+        failures = self.await_all()
+        flushed = [c for c in flushed if c not in with_data and not c.failed]
         if flushed:
             for c in flushed:
                 write_end_marker(self._end_dir(c.pipeline.id))
             self.start(flushed)
-            self.await_all(flushed)
+            failures += self.await_all(flushed)
             # without micro-batches that have no data, what the marker's watermark closes comes out in the next
             # micro-batch that has some: a second marker's
-            again = [c for c in flushed if c.clock_timers]
+            again = [c for c in flushed if c.clock_timers and not c.failed]
             if again:
                 for c in again:
                     write_end_marker(self._end_dir(c.pipeline.id), "part-end-2")
                 self.start(again)
-                self.await_all(again)
+                failures += self.await_all(again)
+        if failures:
+            raise SparkJobFailed("; ".join(failures))
 
     def _read_in_one_batch(self) -> bool:
         """``availableNow`` reads everything the sources hold in its first micro-batch: file spools and
@@ -461,24 +504,32 @@ class SparkJob:
         return self.options.max_files_per_trigger is None and all(
             s.type in ("file", "generator") for s in self.plan.sources)
 
-    def await_all(self, compiled: list[CompiledPipeline] | None = None) -> None:
+    def await_all(self, compiled: list[CompiledPipeline] | None = None) -> list[str]:
+        """Wait until each query has stopped; the failed ones' lines. One pipeline's failure does not cut the
+        others short: they finish, and their results are delivered (issue 39: a failed expression case cost the
+        other pipelines of a job the results they had computed)."""
+        failures: list[str] = []
         for c in compiled or self.compiled:
-            if c.query is not None:
-                try:
-                    while not c.query.awaitTermination(PROGRESS_POLL_S):
-                        self._report_batches(c)
-                        self._show_running([c])
-                except Exception as exc:  # Spark's exception types vary; the message says what
-                    raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: "
-                                         f"{_first_line(exc)}") from exc
-                progress = c.query.recentProgress  # converted from the JVM once, read three ways
-                c.lines.report(progress)
-                c.dropped_late += _dropped_late(progress)
-                if c.writer.malformed_upstream:
-                    c.writer.take_progress(progress)
-                error = c.query.exception()
-                if error is not None:
-                    raise SparkJobFailed(f"pipeline {c.pipeline.id}: the Spark query failed: {_first_line(error)}")
+            if c.query is None:
+                continue
+            try:
+                while not c.query.awaitTermination(PROGRESS_POLL_S):
+                    self._report_batches(c)
+                    self._show_running([c])
+            except Exception as exc:  # noqa: BLE001  # Spark's exception types vary; the message says what
+                failures.append(_query_failed(c, exc))
+                c.failed = True
+                continue
+            progress = c.query.recentProgress  # converted from the JVM once, read three ways
+            c.lines.report(progress)
+            c.dropped_late += _dropped_late(progress)
+            if c.writer.malformed_upstream:
+                c.writer.take_progress(progress)
+            error = c.query.exception()
+            if error is not None:
+                failures.append(_query_failed(c, error))
+                c.failed = True
+        return failures
 
     @staticmethod
     def _report_batches(c: CompiledPipeline) -> None:
@@ -548,14 +599,49 @@ def _first_line(exc: BaseException) -> str:
     return _first_line_of(text)
 
 
+_SPARK_ERROR = re.compile(r"\[([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)\] ([^\n]*)")
+"""Spark's ``[ERROR_CLASS] message``."""
+_WRAPPERS = frozenset(("STREAM_FAILED", "FOREACH_BATCH_USER_FUNCTION_ERROR", "PYTHON_EXCEPTION"))
+"""Error classes that only say where a cause surfaced: the micro-batch's writer, the stream."""
+_SQL_CONTEXT = re.compile(r"== SQL \(line \d+, position \d+\) ==\n([^\n]*)\n( *)(\^+)")
+"""Spark's pointer at the SQL an error came from: the SQL, then carets under the failing part."""
+
+
 def _first_line_of(text: str) -> str:
-    for marker in (USER_RAISED, "Reason: "):
-        if marker in text:
-            text = text[text.index(marker):]
-    line = text.splitlines()[0]
-    if line.startswith(USER_RAISED):
-        line = re.sub(r" SQLSTATE: \w+$", "", line[len(USER_RAISED):])
-    return line[:500]
+    """edgewise's own message raised in the query as it was written; else the innermost of Spark's errors (a
+    query that fails in a micro-batch's writer is reported as a stream failure, wrapping the writer's failure,
+    wrapping a Python traceback that ends in the cause: issue 39); else the first line after ``Reason:``."""
+    if USER_RAISED in text:
+        line = text[text.index(USER_RAISED):].splitlines()[0]
+        return re.sub(r" SQLSTATE: \w+$", "", line[len(USER_RAISED):])[:500]
+    causes = [m for m in _SPARK_ERROR.finditer(text) if m.group(1) not in _WRAPPERS]
+    if causes:
+        cause = causes[-1]
+        return re.sub(r" SQLSTATE: \w+$", "", f"[{cause.group(1)}] {cause.group(2)}")[:500]
+    if "Reason: " in text:
+        text = text[text.index("Reason: "):]
+    return text.splitlines()[0][:500]
+
+
+def _failing_step(text: str, step_sql: list[tuple[str, str]]) -> str | None:
+    """The step whose expression holds the SQL Spark points at in ``text``, if it points at one."""
+    def plain(sql: str) -> str:
+        return " ".join(sql.split()).lower()
+
+    for context in reversed(list(_SQL_CONTEXT.finditer(text))):
+        sql, indent, carets = context.groups()
+        failing = plain(sql[len(indent):len(indent) + len(carets)])
+        for step_id, made in step_sql:
+            if failing and failing in plain(made):
+                return step_id
+    return None
+
+
+def _query_failed(c: CompiledPipeline, exc: BaseException) -> str:
+    """The one line a failed query gives the user: the pipeline, the step where Spark says, the cause."""
+    step = _failing_step(str(exc), c.step_sql)
+    where = f"pipeline {c.pipeline.id}" + (f", step {step}" if step else "")
+    return f"{where}: the Spark query failed: {_first_line(exc)}"
 
 
 def _event_time_complete(step: Step) -> bool:

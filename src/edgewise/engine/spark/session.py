@@ -97,6 +97,11 @@ def session_settings(master: str | None, *, shuffle_partitions: int | None = Non
         # a pipeline's query reads its source in several branches (results, routed rows, late-event copies), each
         # with its own watermark node; the watermark is the largest they saw, as if one node saw every row
         "spark.sql.streaming.multipleWatermarkPolicy": "max",
+        # one watermark for late rows and eviction, the micro-batch's own (as locally, where an event is late by
+        # the watermark every earlier event moved): by default Spark 4 drops late rows by the previous
+        # micro-batch's watermark, for queries that chain stateful operators, and counted an event the local
+        # engine calls late (issue 39)
+        "spark.sql.streaming.statefulOperator.allowMultiple": "false",
         "spark.ui.enabled": "false",
         # with no UI to show them, what Spark's status store keeps of past SQL executions, jobs, stages and
         # queries only fills the driver's heap: a continuous job runs an execution per micro-batch, each with its

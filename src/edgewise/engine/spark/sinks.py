@@ -83,11 +83,9 @@ def step_routes(plan: Plan, step: Step) -> list[str]:
 
 
 def late_watermark_us(checkpoint: str, batch_id: int) -> int | None:
-    """The watermark Spark drops late rows by in ``batch_id``: the previous micro-batch's (Spark 4 with several
-    stateful operators allowed), from the checkpoint's offset log, so a replayed batch decides the same."""
-    if batch_id == 0:
-        return None
-    return batch_watermark_us(checkpoint, batch_id - 1)
+    """The watermark Spark drops late rows by in ``batch_id``: the micro-batch's own (one watermark for late rows
+    and eviction, ``session.py``), from the checkpoint's offset log, so a replayed batch decides the same."""
+    return batch_watermark_us(checkpoint, batch_id)
 
 
 def batch_watermark_us(checkpoint: str, batch_id: int) -> int | None:

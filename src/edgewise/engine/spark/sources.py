@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +87,28 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.col(SOURCE),
         f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
         f.expr("CASE WHEN _object THEN NULL ELSE _line END").alias("_record"))
+
+
+def out_of_name_order(directory: str) -> str | None:
+    """Where Spark would not read a spool's sealed segments in name order (its file source orders them by
+    modification time, to the millisecond; the local engine reads them by name): the first two segments whose
+    modification times do not rise with their names, said in words; None where they all do."""
+    try:
+        names = sorted(n for n in os.listdir(directory) if fnmatch.fnmatch(n, SPOOL_GLOB))
+    except OSError:
+        return None
+    before: tuple[str, int] | None = None
+    for name in names:
+        try:
+            ms = os.stat(os.path.join(directory, name)).st_mtime_ns // 1_000_000
+        except OSError:
+            continue
+        if before is not None and ms == before[1]:
+            return f"{before[0]} and {name} share a modification time"
+        if before is not None and ms < before[1]:
+            return f"{name} was modified before {before[0]}"
+        before = (name, ms)
+    return None
 
 
 def is_object_sql(parsed: str, line: str, envelope: str) -> str:

@@ -671,6 +671,9 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
                 operands.append(text)
         node.set("expressions", operands)
         return node, first_error(errors)
+    access = _array_access(node)
+    if access is not None:
+        return _guard_array_access(*access, errors)
     if isinstance(node, exp.Add | exp.Sub) and beside_interval(node):
         return _guard_interval_arithmetic(node, errors)
     if isinstance(node, exp.Div | exp.IntDiv | exp.Mod | exp.Add | exp.Sub | exp.Mul):
@@ -707,6 +710,40 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
                                             "CAST_INVALID_INPUT")))
         return parsed(f"try_cast({sql_of(node.this)} AS {to})"), first_error(errors)
     return node, first_error(errors)
+
+
+def _array_access(node: exp.Expression) -> tuple[str, str, str] | None:
+    """``(array SQL, index SQL, form)`` where ``node`` reads an array element by index: ``element_at(xs, i)`` or
+    ``xs[i]`` with an index that is not a string literal (which reads a map, as the field reads decide); None for
+    anything else."""
+    if isinstance(node, exp.Bracket) and len(node.expressions) == 1:
+        target, index, form = node.this, node.expressions[0], "[]"
+    elif isinstance(node, exp.Anonymous) and str(node.this).lower() == "element_at" and len(node.expressions) == 2:
+        (target, index), form = node.expressions, "element_at"
+    else:
+        return None
+    if isinstance(index, exp.Literal) and index.is_string:
+        return None
+    return sql_of(target), sql_of(index), form
+
+
+def _guard_array_access(array: str, index: str, form: str, errors: list[str]) -> tuple[exp.Expression, str | None]:
+    """An index out of range fails the event, as locally (``INVALID_ARRAY_INDEX_IN_ELEMENT_AT`` and
+    ``INVALID_INDEX_OF_ZERO`` for ``element_at``; ``INVALID_ARRAY_INDEX`` for ``[]``): under ANSI Spark raises it,
+    which failed the whole query (issue 39). The value is read with ``try_element_at``/``get``, NULL out of range.
+    A map read this way (its type only known to Spark) keeps Spark's own rule: a missing key is NULL."""
+    shared = _Shared(array, index)
+    a, i = shared.names
+    if form == "element_at":
+        out_of_range = (f"WHEN ({i}) = 0 THEN 'INVALID_INDEX_OF_ZERO' "
+                        f"WHEN abs({i}) > size({a}) THEN 'INVALID_ARRAY_INDEX_IN_ELEMENT_AT'")
+        safe = f"CASE WHEN ({i}) = 0 THEN NULL ELSE try_element_at({a}, {i}) END"
+    else:
+        out_of_range = f"WHEN ({i}) < 0 OR ({i}) >= size({a}) THEN 'INVALID_ARRAY_INDEX'"
+        safe = f"get({a}, {i})"
+    errors.append(shared.wrap(f"CASE WHEN typeof({a}) NOT LIKE 'array%' OR ({a}) IS NULL OR ({i}) IS NULL "
+                              f"THEN NULL {out_of_range} END"))
+    return parsed(shared.wrap(safe)), first_error(errors)
 
 
 MATH_ON_DOUBLES = frozenset((

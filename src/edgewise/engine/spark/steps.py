@@ -9,7 +9,9 @@ forms plus an error column (``sql.to_guarded_sql``), so one bad event never fail
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,6 +41,21 @@ class Stage:
     """SQL giving the dead-letter time (``current_timestamp()``; a fixed time in tests)."""
 
 
+_STEP_SQL: ContextVar[list[tuple[str, str]] | None] = ContextVar("edgewise_step_sql", default=None)
+
+
+@contextmanager
+def recording_step_sql() -> Iterator[list[tuple[str, str]]]:
+    """``(step id, SQL)`` for each expression the steps compiled in this block turned into: a query that fails
+    names the SQL it failed in, and this tells which step that was (``job.py``)."""
+    made: list[tuple[str, str]] = []
+    token = _STEP_SQL.set(made)
+    try:
+        yield made
+    finally:
+        _STEP_SQL.reset(token)
+
+
 class StepExprs:
     """A step's expressions compiled for its ``on_error``: guarded (with an error column) unless it is ``fail``.
 
@@ -46,6 +63,7 @@ class StepExprs:
     step's ``on_error``); the other expressions' errors only where the step applies."""
 
     def __init__(self, step: Step, types: FieldTypes) -> None:
+        self.step_id = step.id
         self.guarded = step.config.on_error != "fail"
         self.types = types
         self.errors: list[str] = []
@@ -53,17 +71,25 @@ class StepExprs:
 
     def sql(self, text: str, want: str | None = None) -> str:
         if not self.guarded:
-            return to_spark_sql(text, self.types, want=want)
+            return self._made(to_spark_sql(text, self.types, want=want))
         value, error = to_guarded_sql(text, self.types, want=want)
         if error:
-            self.errors.append(error)
-        return value
+            self.errors.append(self._made(error))
+        return self._made(value)
 
     def when_sql(self, text: str) -> str:
         if not self.guarded:
-            return to_spark_sql(text, self.types, want="boolean")
+            return self._made(to_spark_sql(text, self.types, want="boolean"))
         value, self.when_error = to_guarded_sql(text, self.types, want="boolean")
-        return value
+        if self.when_error:
+            self._made(self.when_error)
+        return self._made(value)
+
+    def _made(self, sql: str) -> str:
+        made = _STEP_SQL.get()
+        if made is not None:
+            made.append((self.step_id, sql))
+        return sql
 
     def error(self) -> str | None:
         """SQL: the row's first error class (NULL: none), for live rows only."""
