@@ -29,6 +29,19 @@ PIPELINE_TEST_MAPS_ONE = [  # agglo's test.PipelineTestMapsOne(): commits to a c
 ]
 
 
+LEFT_OUT = {
+    "entwine-binge-a.json": ["AnnotateBinge: annotation created = derived:currentTime"],
+    "entwine-binge-b.json": ["AnnotateBinge: annotation created = derived:currentTime",
+                             "PopLastEntwineOutput: TransformPopTail of internal:entwine:output"],
+    "single-entwine-news.json": ["PopLastEntwineOutput: TransformPopTail of internal:entwine:output"],
+}
+"""What each configuration holds that edgewise has no form for, read off the files by hand: an annotation of the
+current time (edgewise expressions are deterministic) and a pop of binge's own entwine output (edgewise's entwine
+writes its receipt under `into`). Nothing else may be left out."""
+WHOLE_PROCESSES_LEFT_OUT = {"entwine-binge-b.json": 1, "single-entwine-news.json": 1}
+"""The processes that are nothing but such a part (``PopLastEntwineOutput``): no step comes of them."""
+
+
 @pytest.mark.parametrize("name", EXAMPLES)
 def test_every_agglo_configuration_converts_into_a_file_that_validates(name: str, tmp_path: Path) -> None:
     done = edgewise("import-binge", str(AGGLO / name), "--output", str(tmp_path / "p.yaml"))
@@ -37,7 +50,10 @@ def test_every_agglo_configuration_converts_into_a_file_that_validates(name: str
     text = (tmp_path / "p.yaml").read_text()
     doc = orjson.loads((AGGLO / name).read_bytes())
     steps = sum(len(p["processes"]) for p in doc["pipelines"])
-    assert text.count("\n      - ") >= steps - text.count("left out") - done.stderr.count(b"left out")
+    assert text.count("\n      - ") >= steps - WHOLE_PROCESSES_LEFT_OUT.get(name, 0)
+    warned = [line.removeprefix("edgewise: warning: ").split(" left out")[0].removesuffix(" is")
+              for line in done.stderr.decode().splitlines() if "left out" in line]
+    assert warned == LEFT_OUT.get(name, [])
     if b"not an executable file" not in done.stderr:  # a spawner's program that is not here: said, not hidden
         load_text_plan(text, file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path))
 

@@ -135,6 +135,14 @@ def _same_both_ways(steps: list[str], lines: list[str], batch_size: int, event_t
 def test_the_fused_head_gives_what_the_general_path_gives(steps: list[str], lines: list[str], batch_size: int) -> None:
     head = _same_both_ways(steps, lines, batch_size)["head"]
     target(float(head[0] if head else 0), label="chunks the head ran")
+    # the comparison is not empty: a head is made wherever the head takes the first step (DEVELOPING.md, fused.py: a
+    # filter or gate without `when`, a lookup by a field, a transform that only keeps fields), and it saw every chunk
+    # of the input (ran it, or gave it up to the general way)
+    first = steps[0]
+    takes_first = "when:" not in first and not first.startswith("- annotate")
+    assert (head is not None) == takes_first, (first, head)
+    if head is not None and lines:
+        assert head[0] + head[1] >= 1, head
 
 
 def test_ysb_like_input_goes_through_the_head_and_a_bad_line_only_costs_its_chunk() -> None:
