@@ -163,3 +163,25 @@ def test_a_reader_opened_while_the_writer_commits_waits_for_the_lock(path):
     for r in (*opened, holder):
         r.close()
     writer.close()
+
+
+def test_an_ack_does_not_write_the_bodies_it_frees_again(path):
+    """Issue 42: SQLite built with secure_delete on zeroes every page a DELETE frees, so an ack wrote each entry's
+    body to the WAL a second time (as much as the append), under the write lock the replies wait for."""
+    import os
+
+    writer = QueueWriter(path)
+    reader = QueueReader(path)
+    try:
+        body = b"\n".join(orjson.dumps({"n": i, "pad": os.urandom(100).hex()}) for i in range(1000))
+        for _ in range(10):
+            writer.submit(Append("s", "ndjson", body, 1000)).result(10)
+        reader.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the WAL empty: what follows is the ack alone
+        entries = reader.lease(0, 10_000)
+        assert len(entries) == 10
+        reader.ack(entries)
+        wal = os.path.getsize(path + "-wal")
+        assert wal < len(body), f"the ack wrote {wal:,} bytes to the WAL for {10 * len(body):,} bytes of bodies"
+    finally:
+        reader.close()
+        writer.close()

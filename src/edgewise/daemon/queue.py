@@ -207,6 +207,10 @@ def connect(path: str, *, synchronous: str = "NORMAL", max_bytes: int | None = N
     enable_wal(conn)
     conn.execute(f"PRAGMA synchronous={synchronous}")
     conn.execute("PRAGMA busy_timeout=0")  # write locks are retried by ``transaction``; reads never wait in WAL
+    # SQLite as Debian (and others) build it zeroes what a DELETE frees: an ack then wrote every page of the
+    # entries' bodies to the WAL a second time (4.9 MB for 20 entries of 1,000 events; 25 KB without), under the
+    # write lock each waiting reply waits for. FAST zeroes only where that costs no extra I/O
+    conn.execute("PRAGMA secure_delete=FAST")
     if max_bytes is not None:
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         conn.execute(f"PRAGMA max_page_count={max(16, max_bytes // page_size)}")
