@@ -347,11 +347,12 @@ class SparkJob:
         window_marker = _window_reads_marker(self.plan, pipeline)
         source = self._input(pipeline, marker=holds_event_time_state(pipeline) and not window_marker)
         with recording_step_sql() as step_sql:
-            stage, side, mode, window_marker = self._compile_steps(pipeline, source, window_marker)
+            stage, side, mode = self._compile_steps(pipeline, source, window_marker)
         return self._output(pipeline, stage, side, mode, window_marker, step_sql)
 
     def _compile_steps(self, pipeline: PipelinePlan, source: DataFrame, window_marker: bool
-                       ) -> tuple[Stage, list[DataFrame], str, bool]:
+                       ) -> tuple[Stage, list[DataFrame], str]:
+        """The pipeline's steps over ``source``: the last stage, the routed branches to add back, the output mode."""
         stage = Stage(source, self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
@@ -389,10 +390,11 @@ class SparkJob:
             else:  # spawn, plugin steps and transform ops Spark has no form for: the local step on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
-        return stage, side, mode, window_marker
+        return stage, side, mode
 
     def _output(self, pipeline: PipelinePlan, stage: Stage, side: list[DataFrame], mode: str, window_marker: bool,
                 step_sql: list[tuple[str, str]]) -> CompiledPipeline:
+        """The query's output (results, routed rows, late-event copies in one frame) and the writer it goes to."""
         from pyspark.sql import functions as f
 
         # the end-of-input marker reaches the writer (which ignores it): a filter here would be pushed below the
