@@ -198,52 +198,47 @@ def _parse_regex(pattern: str) -> re.Pattern[str]:
     fraction of ``n`` ``S`` takes 1 to ``n`` digits, and an optional section may be absent, as in Spark."""
     parts = []
     seen: dict[str, int] = {}
-
-    def named(group: str) -> str:
-        name = re.match(r"\(\?P<(\w+)>", group)
-        if name is None:
-            return group
-        key = name.group(1)
-        seen[key] = seen.get(key, 0) + 1
-        return group if seen[key] == 1 else group.replace(f"(?P<{key}>", f"(?P<{key}__{seen[key]}>", 1)
-
     for tok in compile_format(pattern):
         if isinstance(tok, str):
             parts.append(re.escape(tok))
-            continue
-        if tok == OPTIONAL:
+        elif tok == OPTIONAL:
             parts.append("(?:")
-            continue
-        if tok == OPTIONAL_END:
+        elif tok == OPTIONAL_END:
             parts.append(")?")
-            continue
-        parts.append(named(_field_regex(*tok)))
+        else:
+            name, body = _field_regex(*tok)
+            if name is None:
+                parts.append(body)
+                continue
+            seen[name] = seen.get(name, 0) + 1
+            group = name if seen[name] == 1 else f"{name}__{seen[name]}"
+            parts.append(f"(?P<{group}>{body})")
     return re.compile("^" + "".join(parts) + "$")
 
 
-def _field_regex(c: str, n: int) -> str:
-    """The regular expression of one field: ``c`` written ``n`` times."""
-    two_or_one = rf"(?P<{c}>\d{{2}})" if n == 2 else rf"(?P<{c}>\d{{1,2}})"
+def _field_regex(c: str, n: int) -> tuple[str | None, str]:
+    """The group name and regular expression of one field, ``c`` written ``n`` times (no name: not read)."""
+    two_or_one = r"\d{2}" if n == 2 else r"\d{1,2}"
     if c in "yu":
-        return r"(?P<y>\d{2})" if n == 2 else r"(?P<y>\d{4})"
+        return "y", r"\d{2}" if n == 2 else r"\d{4}"
     if c in "ML":
-        return r"(?P<Mt>[A-Za-z]{3,9})" if n >= 3 else two_or_one.replace(f"<{c}>", "<M>")
+        return ("Mt", "[A-Za-z]{3,9}") if n >= 3 else ("M", two_or_one)
     if c in "Hk":
-        return two_or_one.replace(f"<{c}>", "<H>")
+        return "H", two_or_one
     if c in "hK":
-        return two_or_one.replace(f"<{c}>", "<h>")
+        return "h", two_or_one
     if c in "dms":
-        return two_or_one
+        return c, two_or_one
     if c == "S":
-        return rf"(?P<S>\d{{1,{n}}})"
+        return "S", rf"\d{{1,{n}}}"
     if c == "a":
-        return r"(?P<a>AM|PM|am|pm)"
+        return "a", "AM|PM|am|pm"
     if c == "E":
-        return r"[A-Za-z]{3,9}"
+        return None, "[A-Za-z]{3,9}"
     if c in "XxZ":
-        return r"(?P<z>Z|[+-]\d{2}(?::?\d{2})?)"
+        return "z", r"Z|[+-]\d{2}(?::?\d{2})?"
     if c in "zVO":
-        return r"(?P<zn>UTC|GMT|Z)"
+        return "zn", "UTC|GMT|Z"
     raise EvalError("INVALID_DATETIME_PATTERN", f"pattern letter {c!r} is not supported for parsing")
 
 

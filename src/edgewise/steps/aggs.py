@@ -121,8 +121,7 @@ class Aggregates:
         self.has_arguments = any(self._args)
         self.counts_only = all(spec.function == "count" and spec.argument is None for _, spec in self.specs)
         """Every aggregate is ``count()``: accumulators are plain counters (the hot loop adds 1)."""
-        self._adder: Callable[[list[Any], list[Any] | None], list[Any]] = _write_adder(
-            [spec for _, spec in self.specs], self.added_one_by_one)
+        self._adder = _write_adder([spec for _, spec in self.specs], self.added_one_by_one)
 
     def rows(self, payloads: list[Any]) -> list[list[Any]] | None:
         """Each payload's argument values (``None`` when no aggregate has an argument)."""
@@ -192,7 +191,11 @@ class Aggregates:
         return [f"{name} = {spec.text}" for name, spec in self.specs]
 
 
-def _write_adder(specs: list[AggSpec], one_by_one: Any) -> Any:
+Adder = Callable[[list[Any], list[Any] | None], list[Any]]
+"""(accumulators, a row's argument values) -> the accumulators after that row."""
+
+
+def _write_adder(specs: list[AggSpec], one_by_one: Adder) -> Adder:
     """A function (accumulators, row) -> new accumulators doing what each spec's ``add`` does, written out for
     these specs: ``count``, ``sum``, ``avg``, ``min`` and ``max`` inline (the same helpers: ``V.add``, ``_less``),
     the others through their ``add``. A row of None (no aggregate has an argument, or a caller passing none) goes
@@ -222,7 +225,8 @@ def _write_adder(specs: list[AggSpec], one_by_one: Any) -> Any:
             items.append(f"spec{j}.add({acc}, {value})")
     body.append("    return [" + ", ".join(items) + "]")
     exec("\n".join(body), names)  # noqa: S102  # written from the specs' function names only, no user text
-    return names["added"]
+    added: Adder = names["added"]
+    return added
 
 
 def parse_agg(text: str) -> AggSpec:

@@ -474,12 +474,12 @@ class SparkJob:
                         return
                     self._show_running(self.compiled)
             except Exception as exc:  # reported as the job's failure, with Spark's message
-                failed = [c for c in self.compiled if c.query is not None and c.query.exception() is not None]
+                failed = [(c, error) for c in self.compiled
+                          if c.query is not None and (error := c.query.exception()) is not None]
                 self.stop(between_batches=True)  # the others stop as on SIGTERM: what they computed is delivered
                 if not failed:
                     raise SparkJobFailed(f"a Spark query failed: {_first_line(exc)}") from exc
-                raise SparkJobFailed("; ".join(_query_failed(c, c.query.exception() or exc) for c in failed
-                                               if c.query is not None)) from exc
+                raise SparkJobFailed("; ".join(_query_failed(c, error) for c, error in failed)) from exc
             return
         failures = self.await_all()
         flushed = [c for c in flushed if c not in with_data and not c.failed]
@@ -613,16 +613,14 @@ def _first_line_of(text: str) -> str:
     """edgewise's own message raised in the query as it was written; else the innermost of Spark's errors (a
     query that fails in a micro-batch's writer is reported as a stream failure, wrapping the writer's failure,
     wrapping a Python traceback that ends in the cause: issue 39); else the first line after ``Reason:``."""
-    if USER_RAISED in text:
-        line = text[text.index(USER_RAISED):].splitlines()[0]
-        return re.sub(r" SQLSTATE: \w+$", "", line[len(USER_RAISED):])[:500]
     causes = [m for m in _SPARK_ERROR.finditer(text) if m.group(1) not in _WRAPPERS]
-    if causes:
-        cause = causes[-1]
-        return re.sub(r" SQLSTATE: \w+$", "", f"[{cause.group(1)}] {cause.group(2)}")[:500]
-    if "Reason: " in text:
-        text = text[text.index("Reason: "):]
-    return text.splitlines()[0][:500]
+    if USER_RAISED in text:
+        line = text[text.index(USER_RAISED):].splitlines()[0][len(USER_RAISED):]
+    elif causes:
+        line = f"[{causes[-1].group(1)}] {causes[-1].group(2)}"
+    else:
+        return text[text.find("Reason: ") if "Reason: " in text else 0:].splitlines()[0][:500]
+    return re.sub(r" SQLSTATE: \w+$", "", line)[:500]
 
 
 def _failing_step(text: str, step_sql: list[tuple[str, str]]) -> str | None:
