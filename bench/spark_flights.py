@@ -3,7 +3,7 @@ against a hand-written PySpark *batch* job doing the same aggregation, each a fr
 to exit, on the same NDJSON files and the same cores. Rounds alternate; every round checks that both give the same
 windows with the same values.
 
-    .venv/bin/python bench/spark_flights.py [--flights 336776] [--rounds 3] [--cores 2]
+    .venv/bin/python bench/spark_flights.py [--flights 336776] [--rounds 3] [--cores 2] [--work windows|dedupe]
 
 The input is generated (seeded) with the size and shape of nycflights13's ``flights`` table: 336,776 flights out
 of EWR, JFK and LGA in 2013, in date order, one file per month, each flight's scheduled hour in ``time_hour``,
@@ -13,6 +13,12 @@ for it: ``spark.read.schema(...).json``, ``groupBy(window(...), origin).agg(...)
 the same aggregation as a ``window`` step (tumbling 1d, watermark 1h) in ``--once``; it is given the same schema
 (``schema:`` on its source) and, as a third side, run without it (types from the input: what a user gets by
 default). Writes bench/results/spark_flights.json.
+
+``--work dedupe`` (issue 43): a tenth of the flights is delivered twice (the copy up to 20 lines later, in the
+same hour), and edgewise's ``dedupe`` on the flight's identity (within 1 h) runs against a hand-written batch
+job's ``dropDuplicates`` of it, and beside ``edgewise run``; every side must keep each flight once, the same
+records.
+Writes bench/results/spark_flights_dedupe.json.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import random
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -111,6 +118,74 @@ def write_flights(directory: Path, count: int, seed: int = 13) -> None:
             fh.close()
 
 
+IDENTITY = ["carrier", "flight", "tailnum", "origin", "time_hour", "sched_dep_time"]
+"""What names one flight: the dedupe's key (generated flights never share it)."""
+
+HAND_WRITTEN_DEDUPE = r"""
+import sys
+from pyspark.sql import SparkSession
+source, out, cores, schema, identity = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5].split(",")
+spark = (SparkSession.builder.master(f"local[{cores}]").appName("hand-written")
+         .config("spark.sql.shuffle.partitions", cores).config("spark.sql.session.timeZone", "UTC")
+         .config("spark.ui.enabled", "false").getOrCreate())
+spark.sparkContext.setLogLevel("ERROR")
+spark.read.schema(schema).json(source).dropDuplicates(identity).write.json(out)
+"""
+
+DEDUPE_PIPELINE = """\
+version: 1
+name: flights-once
+sources: [{{id: flights, type: file, path: "{source}"{schema}}}]
+event_time: "to_timestamp(time_hour)"
+pipelines:
+  - id: once
+    steps:
+      - dedupe: {{id: redelivered, key: "concat_ws('/', {key})", within: 1h, watermark: 1h}}
+    to: [out]
+sinks: [{{id: out, type: file, path: "{out}", fsync: false}}]
+"""
+
+
+def redeliver(directory: Path, share: float = 0.1, seed: int = 17) -> int:
+    """Deliver ``share`` of the flights twice (the copy up to 20 lines later in its file and in the same hour of
+    event time, as an at-least-once link redelivers); the number of lines added."""
+    rng = random.Random(seed)
+    added = 0
+    for path in sorted(directory.glob("*.ndjson")):
+        lines = path.read_text().splitlines()
+        out: list[str] = []
+        pending: list[tuple[int, str]] = []
+        hours = [line[line.index('"time_hour"'):] for line in lines]
+        for i, line in enumerate(lines):
+            out.append(line)
+            if rng.random() < share:  # the copy within the same hour of event time, so within the watermark
+                later = i + rng.randint(0, 20)
+                while later > i and (later >= len(lines) or hours[later] != hours[i]):
+                    later -= 1
+                pending.append((later, line))
+            due = [p for p in pending if p[0] <= i]
+            pending = [p for p in pending if p[0] > i]
+            out.extend(copy for _, copy in due)
+            added += len(due)
+        out.extend(copy for _, copy in pending)
+        added += len(pending)
+        path.write_text("\n".join(out) + "\n")
+    return added
+
+
+def records(directory: Path) -> Counter[str]:
+    """The multiset of output records (canonical JSON, numbers as numbers, JSON nulls as missing fields: Spark's
+    JSON writer leaves NULL fields out)."""
+    found: Counter[str] = Counter()
+    for path in directory.rglob("part-*"):
+        if path.name.endswith((".crc", ".open")):
+            continue
+        for line in path.read_text().splitlines():
+            record = {k: v for k, v in json.loads(line, parse_int=float).items() if v is not None}
+            found[json.dumps(record, sort_keys=True)] += 1
+    return found
+
+
 def windows(directory: Path) -> dict[tuple[str, str], tuple[int, float | None, int | None]]:
     """The results of either side by (origin, window start)."""
     found = {}
@@ -130,7 +205,11 @@ def main() -> int:
     parser.add_argument("--flights", type=int, default=336_776)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--work", choices=["windows", "dedupe"], default="windows",
+                        help="the daily windows, or a dedupe of redelivered flights (issue 43)")
     args = parser.parse_args()
+    if args.work == "dedupe":
+        return dedupe_main(args)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     sides = ["edgewise", "hand-written", "edgewise-inferred"]
     times: dict[str, list[float]] = {side: [] for side in sides}
@@ -174,6 +253,61 @@ def main() -> int:
                                                                strict=True)]}
     print(json.dumps(result, indent=1))
     (ROOT / "bench" / "results" / "spark_flights.json").write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+def dedupe_main(args: argparse.Namespace) -> int:
+    """``--work dedupe``: a tenth of the flights delivered twice; edgewise's ``dedupe`` on the flight's identity
+    (``--once`` on Spark, and the local engine) against a hand-written batch job's ``dropDuplicates`` of it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    sides = ["edgewise spark", "hand-written", "edgewise run"]
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    with tempfile.TemporaryDirectory(prefix="edgewise-flights-") as tmp:
+        base = Path(tmp)
+        source = base / "flights"
+        write_flights(source, args.flights)
+        copies = redeliver(source)
+        for r in range(args.rounds):
+            results = {}
+            for side in sides[r % 3:] + sides[:r % 3]:
+                work = base / f"{side.replace(' ', '-')}-{r}"
+                work.mkdir()
+                if side == "hand-written":
+                    seconds = run([sys.executable, "-c", HAND_WRITTEN_DEDUPE, str(source), str(work / "out"),
+                                   str(args.cores), SCHEMA, ",".join(IDENTITY)], env)
+                else:
+                    pipeline = work / "flights.yaml"
+                    pipeline.write_text(DEDUPE_PIPELINE.format(source=source, out=work / "out",
+                                                               schema=f', schema: "{SCHEMA}"',
+                                                               key=", ".join(IDENTITY)))
+                    command = [sys.executable, "-m", "edgewise", side.split()[1], str(pipeline), "--quiet"]
+                    if side == "edgewise spark":
+                        command += ["--once", "--master", f"local[{args.cores}]", "--checkpoint", str(work / "ck")]
+                    seconds = run(command, env)
+                times[side].append(seconds)
+                results[side] = records(work / "out")
+            expected = results["hand-written"]
+            if sum(expected.values()) != args.flights:
+                raise SystemExit(f"the hand-written job kept {sum(expected.values())} of {args.flights} flights")
+            for side in ("edgewise spark", "edgewise run"):
+                if results[side] != expected:
+                    missing, extra = expected - results[side], results[side] - expected
+                    raise SystemExit(f"{side} and the hand-written job differ: {sum(missing.values())} missing, "
+                                     f"{sum(extra.values())} extra, e.g. {next(iter(missing or extra))}")
+            print(f"round {r + 1}: " + ", ".join(f"{side} {times[side][-1]:.1f} s" for side in sides)
+                  + f"; {args.flights:,} flights kept of {args.flights + copies:,} lines, equal", flush=True)
+    medians = {side: statistics.median(t) for side, t in times.items()}
+    ratios = [round(e / h, 3) for e, h in zip(times["edgewise spark"], times["hand-written"], strict=True)]
+    result = {"benchmark": "flights-dedupe-spark-from-process-start", "flights": args.flights,
+              "lines": args.flights + copies, "rounds": args.rounds, "cores": args.cores,
+              "python": platform.python_version(),
+              "median_s": {side: round(m, 2) for side, m in medians.items()},
+              "edgewise_spark_over_hand_written_time": ratios,
+              "edgewise_spark_over_hand_written_median": round(statistics.median(ratios), 3),
+              "edgewise_spark_over_edgewise_run_median": round(medians["edgewise spark"] / medians["edgewise run"],
+                                                               2)}
+    print(json.dumps(result, indent=1))
+    (ROOT / "bench" / "results" / "spark_flights_dedupe.json").write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
+from edgewise.engine.spark.chains import event_time_complete
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import buckets_for, compile_aggregate, compile_complete, compile_dedupe
 from edgewise.engine.spark.progress import ROWS_IN_METRIC, MicroBatchLines
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
 
     from edgewise.config.plan import PipelinePlan, Plan
     from edgewise.steps.aggregate import AggregateStep
-    from edgewise.steps.base import Step
     from edgewise.steps.complete import CompleteStep
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.window import WindowStep
@@ -356,17 +356,8 @@ class SparkJob:
         stage = Stage(source, self.types.copy(), pipeline.id, self.options.now_sql)
         side: list[DataFrame] = []
         mode = "append"
-        watermarked: str | None = None  # the step that defined the query's watermark
         routing = False  # a step so far can route rows to a sink
         for step in pipeline.steps:
-            if _defines_watermark(step):
-                if watermarked is not None:
-                    raise ConfigError(
-                        f"step {step.id}: on Spark a pipeline has one step with a watermark (window, dedupe, an "
-                        f"event-time complete), and {step.id} follows {watermarked}: Spark does not let a query "
-                        "define its watermark again after a stateful operator. Split the pipeline in two through "
-                        "a file sink and a file source, or run it on the local engine")
-                watermarked = step.id
             if step.kind == "window":
                 window = cast("WindowStep", step)
                 routes_from = None if routing or step_routes(self.plan, step) else source
@@ -413,7 +404,7 @@ class SparkJob:
                              after_shuffle=any(isinstance(s, StatefulStep) for s in pipeline.steps))
         lines = MicroBatchLines(pipeline.id, self.progress, writer.written_by_batch,
                                 marker_dir=self._end_path(pipeline.id))
-        clock_timers = any(s.kind == "complete" and not _event_time_complete(s) for s in pipeline.steps)
+        clock_timers = any(s.kind == "complete" and not event_time_complete(s) for s in pipeline.steps)
         return CompiledPipeline(pipeline, out, mode, checkpoint, holds_event_time_state(pipeline), writer, lines,
                                 clock_timers, step_sql=step_sql)
 
@@ -644,14 +635,6 @@ def _query_failed(c: CompiledPipeline, exc: BaseException) -> str:
     return f"{where}: the Spark query failed: {_first_line(exc)}"
 
 
-def _event_time_complete(step: Step) -> bool:
-    return step.kind == "complete" and getattr(step.config, "time", "") == "event"
-
-
-def _defines_watermark(step: Step) -> bool:
-    return step.kind in ("window", "dedupe") or _event_time_complete(step)
-
-
 def _window_reads_marker(plan: Plan, pipeline: PipelinePlan) -> bool:
     """The pipeline's window has no step before it that can route and no late sink: its routed branch reads just
     the end-of-input marker (the malformed lines are counted on its input)."""
@@ -665,7 +648,7 @@ def _window_reads_marker(plan: Plan, pipeline: PipelinePlan) -> bool:
 
 def holds_event_time_state(pipeline: PipelinePlan) -> bool:
     """A window or an event-time ``complete``: state that ``--once`` flushes with the end-of-input marker."""
-    return any(step.kind == "window" or _event_time_complete(step) for step in pipeline.steps)
+    return any(step.kind == "window" or event_time_complete(step) for step in pipeline.steps)
 
 
 @contextlib.contextmanager

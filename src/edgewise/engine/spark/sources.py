@@ -163,6 +163,7 @@ def check_plan(plan: Plan) -> None:
     source that is not replayable, an NDJSON spool that is not a directory, files that do not exist, a step
     Spark does not run."""
     from edgewise.engine.local import _base
+    from edgewise.engine.spark.chains import refused_chain
     from edgewise.sources.file import FileSourceConfig
     from edgewise.sources.paths import FileSet
 
@@ -195,6 +196,10 @@ def check_plan(plan: Plan) -> None:
             if why:
                 problems.append(plan.error(("pipelines", i, "steps", j, step.kind),
                                            f"step {step.id}: {step.kind} does not run on Spark: {why}"))
+        refused = refused_chain(pipeline.steps)
+        if refused is not None:
+            j, why = refused
+            problems.append(plan.error(("pipelines", i, "steps", j, pipeline.steps[j].kind), why))
     if problems:
         raise ConfigError.of(problems)
 
