@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help install run run-hub test lint typecheck check bench fuzz spark-expected clean
+.PHONY: help install run run-hub test lint typecheck check bench fuzz mutate spark-expected clean
 
 help:  ## this list
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-15s %s\n", $$1, $$2}'
@@ -57,9 +57,13 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/spark_keyed.py
 
 FUZZ_MINUTES ?= 30
-FUZZ_ORACLES ?= crash,batch,spark
-fuzz: install  ## the differential pipeline fuzzer as a soak (FUZZ_MINUTES=30, FUZZ_ORACLES=crash,batch,spark)
+FUZZ_ORACLES ?= crash,batch,reference,spark,spark-reference
+fuzz: install  ## the differential pipeline fuzzer as a soak (FUZZ_MINUTES=30, FUZZ_ORACLES=all five)
 	$(BIN)/python -m tests.fuzz.soak --minutes $(FUZZ_MINUTES) --oracles $(FUZZ_ORACLES)
+
+MUTATE_MINUTES ?= 1
+mutate: install  ## planted bugs in a temporary copy: which the fuzzer and the suite catch (MUTATE_MINUTES=1 per bug)
+	$(BIN)/python tools/mutate.py --minutes $(MUTATE_MINUTES)
 
 spark-expected: install  ## recompute tests/data/spark_expected.json with real Spark (installs the spark extra)
 	$(BIN)/python -m pip install --quiet -e '.[spark]'

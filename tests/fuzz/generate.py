@@ -17,6 +17,7 @@ by event time, the local engine by arrival).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +146,10 @@ class Case:
     """Events (by index) the spool holds in the envelope ``edgewise serve``'s file spool writes."""
     files: int = 1
     """Spool segments the events are split over, in order (``part-1.ndjson``, ...)."""
+    cuts: list[int] = field(default_factory=list)
+    """Where segments start (event indexes, random cut points); empty: ``files`` equal parts."""
+    micro_batches: bool = False
+    """Spark reads one segment per micro-batch (``--max-files-per-trigger 1``), not all in one."""
 
     @property
     def has_watermark(self) -> bool:
@@ -189,8 +194,9 @@ class Case:
     def fixture_text(self, name: str) -> str:
         """The case as an ``edgewise test`` fixture (no expectations: the oracles decide)."""
         doc: dict[str, Any] = {"name": name, "pipeline": self.pipeline(), "events": self.events}
-        if self.envelopes or self.files != 1:  # how the spool holds them (kept cases replay it)
-            doc.update(envelopes=self.envelopes, files=self.files)
+        if self.envelopes or self.files != 1 or self.cuts or self.micro_batches:  # how the spool holds them (kept
+            # cases replay it)
+            doc.update(envelopes=self.envelopes, files=self.files, cuts=self.cuts, micro_batches=self.micro_batches)
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
     def spool_files(self) -> dict[str, bytes]:
@@ -199,6 +205,9 @@ class Case:
         lines = [orjson.dumps({"id": f"up:{i}", "event_time": int(e.get("t", 0)) * 1_000_000, "source": "up",
                                "payload": e} if i in self.envelopes else e) + b"\n"
                  for i, e in enumerate(self.events)]
+        if self.cuts:
+            bounds = [0, *sorted(c for c in set(self.cuts) if 0 < c < len(lines)), len(lines)]
+            return {f"part-{n + 1}.ndjson": b"".join(lines[a:b]) for n, (a, b) in enumerate(itertools.pairwise(bounds))}
         per_file = -(-len(lines) // self.files)
         return {f"part-{n + 1}.ndjson": b"".join(lines[n * per_file:(n + 1) * per_file]) for n in range(self.files)}
 
@@ -281,7 +290,15 @@ def cases(draw: st.DrawFn, *, spark: bool = False, max_steps: int = 4) -> Case:
     if spark:
         stream = [_fraction_text_beside_a_number(e) for e in stream]
     envelopes = draw(st.lists(st.integers(0, len(stream) - 1), unique=True, max_size=len(stream)))
-    return Case(steps, stream, sinks, sorted(envelopes), draw(st.integers(1, 3)))
+    return Case(steps, stream, sinks, sorted(envelopes), draw(st.integers(1, 3)), *draw(arrivals(len(stream))))
+
+
+@st.composite
+def arrivals(draw: st.DrawFn, n: int) -> tuple[list[int], bool]:
+    """How a stream of ``n`` events arrives: random cut points between spool segments (or none: ``files`` equal
+    parts), and whether Spark reads a segment per micro-batch."""
+    cuts = draw(st.lists(st.integers(1, max(1, n - 1)), max_size=3, unique=True)) if n > 1 else []
+    return sorted(cuts), draw(st.booleans())
 
 
 def _window_after_results_behind_the_watermark(kinds: list[str]) -> int | None:

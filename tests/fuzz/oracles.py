@@ -12,6 +12,7 @@ Each returns a list of problems (empty: agreed); ``mismatch`` turns one into a r
 from __future__ import annotations
 
 import io
+import os
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -72,7 +73,8 @@ def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
     def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
         got.setdefault(route, []).extend(orjson.loads(r) for _, r in rows)
 
-    SparkJob(spark, plan, SparkOptions(checkpoint=str(directory / "ck"), once=True, now_us=NOW_US),
+    SparkJob(spark, plan, SparkOptions(checkpoint=str(directory / "ck"), once=True, now_us=NOW_US,
+                                       max_files_per_trigger=1 if case.micro_batches else None),
              collect=collect, report=lambda text: None).run()
     out: Outputs = {}
     for route in ["", *plan.sinks]:
@@ -82,9 +84,12 @@ def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
 
 
 def _spool(case: Case, directory: Path) -> None:
+    """The case's spool, its segments' modification times in name order (Spark reads a spool by them)."""
     (directory / "in").mkdir(parents=True, exist_ok=True)
-    for name, content in case.spool_files().items():
-        (directory / "in" / name).write_bytes(content)
+    for n, (name, content) in enumerate(case.spool_files().items()):
+        path = directory / "in" / name
+        path.write_bytes(content)
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
 
 
 class Rejected(Exception):

@@ -1,6 +1,8 @@
 """The pipeline fuzzer as a long soak: ``make fuzz`` (or ``python -m tests.fuzz.soak --minutes 30``).
 
-Runs the three oracles of ``oracles.py`` over freshly generated pipelines and events, with a new random seed per
+Runs the oracles of ``oracles.py`` (``crash``, ``batch``, ``spark``) and of ``reference.py`` (``reference``: the
+reference interpreter against the local engine; ``spark-reference``: against Spark too) over freshly generated
+pipelines and events, with a new random seed per
 round, until the time is up; prints what it tried (examples per oracle, Spark rejections) and, for a failure,
 hypothesis's minimal failing case (the Spark oracle's as found: shrinking Spark runs would take hours), which it
 also writes as a fixture into ``--keep`` (default ``out/fuzz``):
@@ -27,8 +29,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.generate import Case, batch_cases, cases
 from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
+from tests.fuzz.reference import reference_cases, reference_vs_engines
 
-ORACLES = ("crash", "batch", "spark")
+ORACLES = ("crash", "batch", "reference", "spark", "spark-reference")
 SPARK_EXAMPLES_PER_SESSION = 40
 """Spark examples run in one session before the soak starts a fresh one."""
 
@@ -42,7 +45,7 @@ class Found(AssertionError):
 def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: Any) -> None:
     """One hypothesis run of ``examples`` examples; raises ``Found`` with the minimal failing case."""
     # a Spark example takes seconds: the failing case is reported as found, not shrunk (shrinking takes hours)
-    phases = [Phase.explicit, Phase.reuse, Phase.generate] if oracle == "spark" else list(Phase)
+    phases = [Phase.explicit, Phase.reuse, Phase.generate] if oracle.startswith("spark") else list(Phase)
     config = settings(max_examples=examples, deadline=None, database=None, derandomize=False,
                       suppress_health_check=list(HealthCheck), print_blob=False, phases=phases)
     last: dict[str, Any] = {}
@@ -64,6 +67,15 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
         def prop(case: Case) -> None:
             counts[oracle] += 1
             problems = batch_computation(case)
+            if problems:
+                last["found"] = Found(oracle, case, problems)
+                raise last["found"]
+    elif oracle in ("reference", "spark-reference"):
+        @config
+        @given(case=reference_cases())
+        def prop(case: Case) -> None:
+            counts[oracle] += 1
+            problems = reference_vs_engines(case, spark if oracle == "spark-reference" else None)
             if problems:
                 last["found"] = Found(oracle, case, problems)
                 raise last["found"]
@@ -102,17 +114,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fuzz.soak", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30, help="how long to run (default 30)")
-    parser.add_argument("--oracles", default=",".join(ORACLES), help="comma-separated: crash,batch,spark")
+    parser.add_argument("--oracles", default=",".join(ORACLES), help="comma-separated, of " + ",".join(ORACLES))
     parser.add_argument("--examples", type=int, default=50, help="examples per round (a new seed each round)")
     parser.add_argument("--seed", type=int, default=None, help="the first round's seed (default: random)")
     parser.add_argument("--keep", default="out/fuzz", help="where minimal failing cases are written")
+    parser.add_argument("--first", action="store_true", help="stop at the first failing case (tools/mutate.py)")
     args = parser.parse_args(argv)
     oracles = [o for o in args.oracles.split(",") if o]
     unknown = set(oracles) - set(ORACLES)
     if unknown:
         parser.error(f"unknown oracle(s) {sorted(unknown)}; expected some of {', '.join(ORACLES)}")
     spark = None
-    if "spark" in oracles:
+    if any(o.startswith("spark") for o in oracles):
         import os
 
         os.environ.setdefault("EDGEWISE_SPARK_LOG_LEVEL", "OFF")  # failures are reported here, once
@@ -124,11 +137,11 @@ def main(argv: list[str] | None = None) -> int:
     failures: list[Path] = []
     rounds = 0
     spark_fresh_at = SPARK_EXAMPLES_PER_SESSION
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (args.first and failures):
         for oracle in oracles:
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or (args.first and failures):
                 break
-            examples = max(1, args.examples // 10) if oracle == "spark" else args.examples
+            examples = max(1, args.examples // 10) if oracle.startswith("spark") else args.examples
             try:
                 _round(oracle, seed, examples, counts, spark)
             except Found as found:
@@ -142,12 +155,13 @@ def main(argv: list[str] | None = None) -> int:
                     print("soak: the Spark session stopped; starting a new JVM", flush=True)
                     spark = _new_jvm(spark)
             seed = (seed + 1) % 2**32
-            if oracle == "spark" and spark is not None and counts["spark"] >= spark_fresh_at:
+            spark_examples = counts["spark"] + counts["spark-reference"]
+            if oracle.startswith("spark") and spark is not None and spark_examples >= spark_fresh_at:
                 # a long-lived driver keeps what each finished query left (status store, listeners, generated
                 # classes) and ran out of heap after ~150-200 queries, failing every later example. A new session
                 # in the same JVM kept that heap (a soak still died of it at 195): a new JVM now and then
                 spark = _new_jvm(spark)
-                spark_fresh_at = counts["spark"] + SPARK_EXAMPLES_PER_SESSION
+                spark_fresh_at = spark_examples + SPARK_EXAMPLES_PER_SESSION
         rounds += 1
         left = max(0.0, deadline - time.monotonic())
         tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))

@@ -1,5 +1,6 @@
 """The differential pipeline fuzzer in the test suite: whole generated pipelines over messy generated events,
-checked by the local oracles (``oracles.py``: a crashed run against an uninterrupted one, a batch computation),
+checked by the local oracles (``oracles.py``: a crashed run against an uninterrupted one, a batch computation;
+``reference.py``: the reference interpreter),
 with a fixed seed and a small budget; the Spark oracle is in ``tests/spark/test_pipeline_fuzz.py``. ``make fuzz``
 runs the same properties as a long soak (``soak.py``); every failure it ever found is kept in ``cases/`` and
 replayed here.
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.generate import Case, batch_cases, cases
 from tests.fuzz.oracles import batch_computation, batch_oracle_applies, crashed_vs_uninterrupted
+from tests.fuzz.reference import reference_cases, reference_vs_engines
 
 CASES = Path(__file__).parent / "cases"
 SCALE = float(os.environ.get("EDGEWISE_FUZZ_EXAMPLES", "1"))
@@ -47,7 +49,7 @@ def kept_cases() -> list[tuple[str, Case, str]]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         case = Case(doc["pipeline"]["pipelines"][0]["steps"], doc["events"],
                     [s["id"] for s in doc["pipeline"].get("sinks", [])], doc.get("envelopes", []),
-                    doc.get("files", 1))
+                    doc.get("files", 1), doc.get("cuts", []), doc.get("micro_batches", False))
         out.append((path.name, case, doc.get("oracle", "all")))
     return out
 
@@ -72,3 +74,10 @@ def test_kept_failures_stay_fixed_locally(name: str, case: Case, oracle: str) ->
     assert not crashed_vs_uninterrupted(case, [1, 3], 2), name
     if batch_oracle_applies(case):
         assert not batch_computation(case), name
+
+
+@budget(150)
+@given(case=reference_cases())
+def test_the_local_engine_equals_the_reference_interpreter(case: Case) -> None:
+    problems = reference_vs_engines(case)
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"

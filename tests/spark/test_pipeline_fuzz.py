@@ -12,6 +12,7 @@ from hypothesis import given
 
 from tests.fuzz.generate import Case, cases
 from tests.fuzz.oracles import Rejected, local_vs_spark
+from tests.fuzz.reference import reference_cases, reference_vs_engines
 from tests.fuzz.test_pipelines import budget, kept_cases, known_defects
 
 
@@ -22,6 +23,13 @@ def test_local_engine_and_spark_agree(spark: Any, case: Case) -> None:
         problems = local_vs_spark(spark, case)
     except Rejected:
         return
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
+
+
+@budget(8)
+@given(case=reference_cases())
+def test_both_engines_equal_the_reference_interpreter(spark: Any, case: Case) -> None:
+    problems = reference_vs_engines(case, spark)
     assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
 
 
