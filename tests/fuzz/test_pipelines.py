@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.generate import Case, batch_cases, cases
 from tests.fuzz.oracles import batch_computation, batch_oracle_applies, crashed_vs_uninterrupted
-from tests.fuzz.reference import reference_cases, reference_vs_engines
+from tests.fuzz.reference import reference_applies, reference_cases, reference_vs_engines
 
 CASES = Path(__file__).parent / "cases"
 SCALE = float(os.environ.get("EDGEWISE_FUZZ_EXAMPLES", "1"))
@@ -74,6 +74,8 @@ def test_kept_failures_stay_fixed_locally(name: str, case: Case, oracle: str) ->
     assert not crashed_vs_uninterrupted(case, [1, 3], 2), name
     if batch_oracle_applies(case):
         assert not batch_computation(case), name
+    if reference_applies(case):
+        assert not reference_vs_engines(case), name
 
 
 @budget(150)

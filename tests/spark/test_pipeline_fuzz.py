@@ -36,9 +36,12 @@ def test_both_engines_equal_the_reference_interpreter(spark: Any, case: Case) ->
 SPARK_CASES = [
     pytest.param(*c, id=c[0], marks=[pytest.mark.xfail(strict=True, reason=f"known defect: {known_defects()[c[0]]}")]
                  if c[0] in known_defects() else [])
-    for c in kept_cases() if c[2] in ("all", "spark") and c[1].for_spark]
+    for c in kept_cases() if c[2] in ("all", "spark", "reference", "spark-reference") and c[1].for_spark]
 
 
 @pytest.mark.parametrize(("name", "case", "oracle"), SPARK_CASES)
 def test_kept_failures_stay_fixed_on_spark(spark: Any, name: str, case: Case, oracle: str) -> None:
-    assert not local_vs_spark(spark, case), name
+    if oracle in ("reference", "spark-reference"):  # found by the reference interpreter: both engines against it
+        assert not reference_vs_engines(case, spark), name
+    else:
+        assert not local_vs_spark(spark, case), name

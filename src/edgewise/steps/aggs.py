@@ -72,7 +72,12 @@ class AggSpec:
             return value if acc is None or _less(value, acc) else acc
         if f == "max":
             return value if acc is None or _less(acc, value) else acc
-        text = _key_text(value)
+        if f == "count_distinct":  # values compare as SQL compares them: 1 and 1.0 are one value, '1' another
+            from edgewise.steps.group_keys import match_text  # it reads this module's encode_value
+
+            text = match_text(value)
+        else:
+            text = _key_text(value)
         acc = dict(acc)
         acc[text] = acc.get(text, 0) + 1
         return acc
