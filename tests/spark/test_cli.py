@@ -78,10 +78,11 @@ def test_a_pipeline_without_sources_is_a_config_error(spark: Any, tmp_path: Path
     assert "declares none" in capsys.readouterr().err
 
 
-def test_a_second_watermark_after_a_stateful_step_is_a_config_error(spark: Any, tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Spark refuses to redefine a query's watermark after a stateful operator, and would say so only once the
-    query runs: the compile says it first, naming both steps."""
+def test_a_window_after_a_window_is_a_config_error_before_spark_starts(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """A dedupe or an aggregate before a window runs in one query (``test_chained_steps.py``); a window after a
+    window cannot (its input comes out behind the query's one watermark), and the plan check says so at the
+    second window's line, naming both steps, before a JVM starts."""
     (tmp_path / "in").mkdir()
     path = tmp_path / "p.yaml"
     path.write_text("""\
@@ -91,12 +92,13 @@ sources: [{id: spool, type: file, path: in}]
 pipelines:
   - id: p
     steps:
-      - dedupe: {id: once, key: k, within: 1m}
-      - window: {id: hourly, key: [k], tumbling: 1h, aggs: {n: count()}}
+      - window: {id: minutely, key: [k], tumbling: 1m, aggs: {n: count()}}
+      - window: {id: hourly, key: [], tumbling: 1h, aggs: {n: sum(n)}}
 """)
     assert main(["spark", str(path), "--checkpoint", str(tmp_path / "ck"), "--once"]) == 2
     err = capsys.readouterr().err
-    assert "step hourly" in err and "follows once" in err
+    assert "p.yaml:8:" in err and "step hourly: on Spark a window cannot follow window minutely" in err
+    assert not (tmp_path / "ck").exists()  # refused before the job made its checkpoint
 
 
 def test_test_command_runs_fixtures_on_spark(spark: Any, capsys: pytest.CaptureFixture[str]) -> None:
