@@ -22,11 +22,6 @@ def event_time_complete(step: Step) -> bool:
     return step.kind == "complete" and getattr(step.config, "time", "") == "event"
 
 
-def defines_watermark(step: Step) -> bool:
-    """The step defines a watermark of the query (``withWatermark`` with its own delay)."""
-    return step.kind in ("window", "dedupe") or event_time_complete(step)
-
-
 def emits_behind_watermark(step: Step) -> bool:
     """The step's output rows come out after the watermark passed their event time (a window's results, an
     event-time completion's timeouts)."""
@@ -48,4 +43,4 @@ def refused_chain(steps: list[Step]) -> tuple[int, str] | None:
     return None
 
 
-__all__ = ["defines_watermark", "emits_behind_watermark", "event_time_complete", "refused_chain"]
+__all__ = ["emits_behind_watermark", "event_time_complete", "refused_chain"]

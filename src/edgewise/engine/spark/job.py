@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.chains import event_time_complete
+from edgewise.engine.spark.chains import emits_behind_watermark, event_time_complete
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import buckets_for, compile_aggregate, compile_complete, compile_dedupe
 from edgewise.engine.spark.progress import ROWS_IN_METRIC, MicroBatchLines
@@ -648,7 +648,7 @@ def _window_reads_marker(plan: Plan, pipeline: PipelinePlan) -> bool:
 
 def holds_event_time_state(pipeline: PipelinePlan) -> bool:
     """A window or an event-time ``complete``: state that ``--once`` flushes with the end-of-input marker."""
-    return any(step.kind == "window" or event_time_complete(step) for step in pipeline.steps)
+    return any(emits_behind_watermark(step) for step in pipeline.steps)
 
 
 @contextlib.contextmanager
