@@ -186,12 +186,14 @@ def _pct(values: list[float], p: int) -> float:
     return round(1000 * ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))], 3)
 
 
-def start_daemon(directory: str, fsync: str, kind: str) -> tuple[subprocess.Popen[str], int]:
+def start_daemon(directory: str, fsync: str, kind: str, nice: int | None = None) -> tuple[subprocess.Popen[str], int]:
     pipeline = os.path.join(directory, "pipeline.yaml")
     Path(pipeline).write_text(PIPELINES[kind])
+    niceness = [] if nice is None else ["--worker-nice", str(nice)]
     proc = subprocess.Popen([sys.executable, "-m", "edgewise", "serve", pipeline, "--port", "0", "--data-dir",
                              os.path.join(directory, f"data-{fsync}"), "--fsync", fsync, "--high-water",
-                             "100000000"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=directory)
+                             "100000000", *niceness],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=directory)
     assert proc.stderr is not None
     port = 0
     for line in proc.stderr:
@@ -218,10 +220,13 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def queue_of(port: int) -> Any:
+    return orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/queue", timeout=5).read())
+
+
 def queued(port: int) -> Any:
     """What the daemon's queue holds (events not yet through the pipelines)."""
-    queue = orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/queue", timeout=5).read())
-    return queue["queued_events"]
+    return queue_of(port)["queued_events"]
 
 
 def wait_for_workers(port: int, timeout: float = 60) -> None:
@@ -235,13 +240,14 @@ def wait_for_workers(port: int, timeout: float = 60) -> None:
 
 
 @contextlib.contextmanager
-def fresh_daemon(directory: str, fsync: str, pause_workers: bool, kind: str = "stateless") -> Iterator[int]:
+def fresh_daemon(directory: str, fsync: str, pause_workers: bool, kind: str = "stateless",
+                 nice: int | None = None) -> Iterator[int]:
     """A fresh daemon (empty queue). With ``pause_workers`` its worker processes are stopped (SIGSTOP) while the
     load runs: that measures ingest capacity (HTTP + checks + durable commit) rather than the pipelines, which
     would otherwise take one of the two cores from the server and the load generator (processing speed is what
     the YSB benchmarks measure). Latency at a fixed rate is measured with the workers running, as in operation."""
     phase = tempfile.mkdtemp(dir=directory)
-    proc, port = start_daemon(phase, fsync, kind)
+    proc, port = start_daemon(phase, fsync, kind, nice)
     wait_for_workers(port)  # a worker still importing at the start would take a core from the measurement
     workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                               text=True).stdout.split()] if pause_workers else []
@@ -263,11 +269,43 @@ def fresh_daemon(directory: str, fsync: str, pause_workers: bool, kind: str = "s
         shutil.rmtree(phase, ignore_errors=True)
 
 
+def running_by_nice(directory: str, events: list[bytes], batches: list[bytes], seconds: float, rounds: int,
+                    nices: list[int]) -> dict[str, Any]:
+    """Batches of 1,000 with the pipelines running, the workers at each ``--worker-nice`` in turn (the order
+    alternating round by round), each beside a raw limit measured right before it: what the workers' priority
+    gives ingest, and what it costs processing (events the workers finished per second of load)."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for r in range(rounds):
+        for nice in nices if r % 2 == 0 else nices[::-1]:
+            for kind in PIPELINES:
+                raw_now = raw_limit(events, directory, seconds)
+                with fresh_daemon(directory, "group", pause_workers=False, kind=kind, nice=nice) as port:
+                    row = run(closed_loop(port, batches, "application/x-ndjson", 4, seconds, 1000))
+                    after = queue_of(port)
+                row.update(raw_limit_events_per_s=raw_now, ratio_to_raw=row["events_per_s"] / raw_now,
+                           processed_per_s=after["processed_events"] / seconds, queued_after=after["queued_events"])
+                rows.setdefault(f"{kind}, worker nice {nice}", []).append(row)
+                print(f"round {r}, {kind}, worker nice {nice}: {row['ratio_to_raw']:.2f}x raw "
+                      f"({row['events_per_s']:,.0f} of {raw_now:,.0f} events/s), p99 {row['p99_ms']} ms, "
+                      f"processed {row['processed_per_s']:,.0f} events/s", flush=True)
+    summary = {name: {"median_ratio_to_raw": round(statistics.median(x["ratio_to_raw"] for x in got), 3),
+                      "ratios": [round(x["ratio_to_raw"], 3) for x in got],
+                      "median_processed_per_s": round(statistics.median(x["processed_per_s"] for x in got)),
+                      "median_p99_ms": statistics.median(x["p99_ms"] for x in got)} for name, got in rows.items()}
+    for name, line in summary.items():
+        print(f"{name}: median {line['median_ratio_to_raw']}x raw {line['ratios']}, processed "
+              f"{line['median_processed_per_s']:,}/s, p99 {line['median_p99_ms']} ms", flush=True)
+    return {"rounds": rows, "summary": summary}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "ingest.json"))
     parser.add_argument("--policies", default="group,always,none", help="fsync policies, in this order")
+    parser.add_argument("--nice-rounds", type=int, default=0, metavar="N",
+                        help="only the pipelines-running phase, N rounds, once per --worker-nice value")
+    parser.add_argument("--worker-nice", default="0,5", help="with --nice-rounds: the values compared")
     args = parser.parse_args()
     events = sample_events(20_000)
     batches = [b"\n".join(events[i:i + 1000]) + b"\n" for i in range(0, len(events), 1000)]
@@ -276,6 +314,14 @@ def main() -> None:
                                "event_bytes": round(statistics.mean(len(e) for e in events)), "cpus": os.cpu_count(),
                                "note": "closed-loop phases with workers paused (ingest capacity), fixed-rate "
                                "phases with workers running (see fresh_daemon)"}
+    if args.nice_rounds:
+        with tempfile.TemporaryDirectory(dir=ROOT / "bench") as directory:
+            results["running_by_worker_nice"] = running_by_nice(
+                directory, events, batches, args.seconds, args.nice_rounds,
+                [int(n) for n in args.worker_nice.split(",")])
+        Path(args.out).write_text(orjson.dumps(results, option=orjson.OPT_INDENT_2).decode())
+        print(f"written to {args.out}")
+        return
     with tempfile.TemporaryDirectory(dir=ROOT / "bench") as directory:
         for fsync in args.policies.split(","):
             raw = raw_limit(events, directory, args.seconds)

@@ -306,16 +306,23 @@ def wait_processed(url: str, timeout: float = 300) -> None:
 
 
 def wait_closed(url: str, seconds: float) -> None:
-    """Until the idle source has moved event time on by `seconds` (past the last window's end and watermark), so
-    the last windows have closed: `idle_advanced_s` of /v1/queue, a condition rather than a guess at the clock."""
+    """Until the idle source has moved event time on by `seconds` (past the last window's end and watermark) since
+    the last event was processed, so the last windows have closed: `idle_advanced_s` of /v1/queue, a condition
+    rather than a guess at the clock. Over MQTT the broker may still hand the daemon a few messages after the
+    queue first looked empty (a loaded machine): each one starts the count again."""
     print("showcase: waiting for the last windows to close (the source is idle: event time moves on without it)",
           flush=True)
-    def advanced() -> float:
-        return float(httpx.get(f"{url}/v1/queue", timeout=5).json().get("idle_advanced_s", 0))
 
-    start, deadline = advanced(), time.monotonic() + 300
+    def progress() -> tuple[int, float]:
+        q = httpx.get(f"{url}/v1/queue", timeout=5).json()
+        return int(q["processed_events"]), float(q.get("idle_advanced_s", 0))
+
+    (seen, start), deadline = progress(), time.monotonic() + 300
     while time.monotonic() < deadline:
-        if advanced() - start >= seconds:
+        processed, advanced = progress()
+        if processed != seen:
+            seen, start = processed, advanced
+        elif advanced - start >= seconds:
             return
         time.sleep(0.5)
     print("showcase: the last windows did not close within 5 minutes", file=sys.stderr)

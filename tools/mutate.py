@@ -37,6 +37,9 @@ SEED = 20261128
 """The fuzzer's first seed, so that two runs of the tool try the same examples."""
 
 LOCAL, SPARK = "crash,batch,reference,spark,spark-reference", "spark,spark-reference"
+CONFORMANCE = "tests/test_cli.py::test_edgewise_test_runs_the_conformance_suite"
+SPARK_CONFORMANCE = "tests/spark/test_conformance.py"
+"""The conformance fixtures, on the local engine and on Spark: the suite's own semantics, case by case."""
 
 
 @dataclass(frozen=True)
@@ -54,34 +57,34 @@ class Mutation:
 MUTATIONS = [
     Mutation("dedupe within is inclusive", "steps", "src/edgewise/steps/dedupe.py",
              "abs(t - first) < within:", "abs(t - first) <= within:",
-             ("tests/test_steps.py", "tests/test_stateful.py", "tests/spark/test_chained_steps.py")),
+             ("tests/test_steps.py", "tests/test_stateful.py", "tests/spark/test_chained_steps.py", CONFORMANCE)),
     Mutation("an event on a window boundary goes into the window before", "steps",
              "src/edgewise/steps/window.py", "            start = t - t % size\n            if start <= horizon:",
              "            start = t - t % size - (size if t % size == 0 and t else 0)\n"
              "            if start <= horizon:",
-             ("tests/test_steps.py", "tests/test_stateful.py", "tests/test_counts_oracle.py")),
+             ("tests/test_steps.py", "tests/test_stateful.py", "tests/test_counts_oracle.py", CONFORMANCE)),
     Mutation("a window that ends at the watermark still takes events", "steps", "src/edgewise/steps/window.py",
              "            if start <= horizon:\n", "            if start < horizon:\n",
-             ("tests/test_steps.py", "tests/test_stateful.py", "tests/test_event_time.py")),
+             ("tests/test_steps.py", "tests/test_stateful.py", "tests/test_event_time.py", CONFORMANCE)),
     Mutation("avg divides by count + 1", "aggregates", "src/edgewise/steps/aggs.py",
              "float(acc[0]) / acc[1]", "float(acc[0]) / (acc[1] + 1)",
-             ("tests/test_steps.py", "tests/test_stateful.py")),
+             ("tests/test_steps.py", "tests/test_stateful.py", CONFORMANCE)),
     Mutation("count(x) counts NULLs", "aggregates", "src/edgewise/steps/aggs.py",
              'items.append(f"{acc} + 1" if spec.argument is None else f"{acc} if {value} is None else {acc} + 1")',
              'items.append(f"{acc} + 1")',
-             ("tests/test_steps.py", "tests/test_stateful.py", "tests/test_fused.py")),
+             ("tests/test_steps.py", "tests/test_stateful.py", "tests/test_fused.py", CONFORMANCE)),
     Mutation("coalesce returns the last non-NULL value", "expressions", "src/edgewise/expr/functions/conditional.py",
              "    def first(p: Any) -> Any:\n        for a in args:",
              "    def first(p: Any) -> Any:\n        for a in reversed(args):",
-             ("tests/expr",)),
+             ("tests/expr", CONFORMANCE)),
     Mutation("% takes the divisor's sign", "expressions", "src/edgewise/expr/values.py",
-             "return r if x >= 0 else -r", "return r", ("tests/expr",)),
+             "return r if x >= 0 else -r", "return r", ("tests/expr", CONFORMANCE)),
     Mutation("a filter keeps events whose condition is NULL", "steps", "src/edgewise/steps/filter.py",
              "mask = [where(p) is True for p in batch.payloads]",
-             "mask = [where(p) is not False for p in batch.payloads]", ("tests/test_steps.py",)),
+             "mask = [where(p) is not False for p in batch.payloads]", ("tests/test_steps.py", CONFORMANCE)),
     Mutation("a completion times out 1 s early", "steps", "src/edgewise/steps/complete.py",
              "while timers and timers[0][0] <= now:", "while timers and timers[0][0] <= now + 1_000_000:",
-             ("tests/test_stateful.py", "tests/test_github_completion.py")),
+             ("tests/test_stateful.py", "tests/test_github_completion.py", CONFORMANCE)),
     Mutation("a commit skips a step with one changed key", "state", "src/edgewise/engine/state.py",
              "            if changes:\n                prefix = step_prefix(step.id)",
              "            if len(changes) > 1:\n                prefix = step_prefix(step.id)",
@@ -90,17 +93,18 @@ MUTATIONS = [
              "src/edgewise/engine/spark/steps.py",
              'stage.df.where(f"NOT ({F.LIVE}) OR coalesce({where}, false)")',
              'stage.df.where(f"NOT ({F.LIVE}) OR coalesce({where}, true)")',
-             ("tests/spark/test_messy_input.py",), SPARK),
+             ("tests/spark/test_messy_input.py", SPARK_CONFORMANCE), SPARK),
     Mutation("Spark: a bucket's events are taken latest first", "Spark keyed state",
              "src/edgewise/engine/spark/keyed_processor.py",
              "order = sorted(range(len(times)), key=times.__getitem__)",
              "order = sorted(range(len(times)), key=lambda i: -times[i])",
-             ("tests/spark/test_keyed_state.py", "tests/spark/test_chained_steps.py"), SPARK),
+             ("tests/spark/test_keyed_state.py", "tests/spark/test_chained_steps.py", SPARK_CONFORMANCE), SPARK),
     Mutation("Spark: a guarded + subtracts", "Spark compiler", "src/edgewise/engine/spark/sql.py",
-             '{exp.Add: "try_add",', '{exp.Add: "try_subtract",', ("tests/spark/test_messy_input.py",), SPARK),
+             '{exp.Add: "try_add",', '{exp.Add: "try_subtract",',
+             ("tests/spark/test_messy_input.py", SPARK_CONFORMANCE), SPARK),
     Mutation("Spark: a window's count(x) counts NULLs", "Spark compiler", "src/edgewise/engine/spark/windows.py",
              '"count(*)" if spec.argument is None else f"count({argument})"', '"count(*)"',
-             ("tests/spark/test_sources_and_sinks.py",), SPARK),
+             ("tests/spark/test_sources_and_sinks.py", SPARK_CONFORMANCE), SPARK),
     Mutation("the queue's ack removes one entry too many", "daemon queue", "src/edgewise/daemon/queue.py",
              'conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ?", runs)',
              'conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ? + 1", runs)',
@@ -113,7 +117,7 @@ MUTATIONS = [
 def _copy(target: Path) -> None:
     """The project's code and tests (not .git, the virtualenv or outputs) into ``target``."""
     ignore = shutil.ignore_patterns("__pycache__", ".hypothesis", ".pytest_cache", "*.egg-info")
-    for name in ("src", "tests", "conformance", "examples", "data", "pyproject.toml"):
+    for name in ("src", "tests", "conformance", "examples", "data", "docs", "pyproject.toml"):
         source = ROOT / name
         if source.is_dir():
             shutil.copytree(source, target / name, ignore=ignore)

@@ -237,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="how often workers flush sinks (a file sink seals a segment), commit state and "
                        "remove finished events from the queue (default 0.5)")
     serve.add_argument("--max-batch", type=int, default=4096, help="events a worker takes at once (default 4096)")
+    serve.add_argument("--worker-nice", type=int, default=5, metavar="N", choices=range(20),
+                       help="run the workers N steps below the server's CPU priority (nice; default 5, 0: the "
+                       "same): when the cores are busy, accepting events comes first and the backlog waits in the "
+                       "durable queue")
     serve.add_argument("--trace", choices=["off", "console", "otlp"], default="off",
                        help="OpenTelemetry spans per pipeline and step (default off)")
     serve.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
@@ -447,7 +451,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pipeline_file=args.pipeline, host=args.host, port=args.port, data_dir=args.data_dir, fsync=args.fsync,
         workers=max(1, args.workers), high_water=args.high_water, low_water=args.low_water,
         max_queue_bytes=args.max_queue_bytes, min_free=args.min_free, commit_interval=args.commit_interval,
-        max_batch=max(1, args.max_batch), trace=args.trace, log_format=args.log_format, stateless=args.stateless,
+        max_batch=max(1, args.max_batch), worker_nice=args.worker_nice, trace=args.trace,
+        log_format=args.log_format, stateless=args.stateless,
         concurrency=args.concurrency, tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
         read_token_env=args.read_token_env, protect=args.protect, max_header_bytes=args.max_header_bytes,
         keep_recent=max(0, args.keep_recent))

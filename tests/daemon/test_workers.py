@@ -211,3 +211,23 @@ pipelines:
     assert spans["step mark"].parent.span_id == spans["pipeline p"].context.span_id
     assert meter.snapshot()["events"] == [["p", "keep", "in", 3], ["p", "keep", "out", 2], ["p", "mark", "in", 2],
                                           ["p", "mark", "out", 2]]
+
+
+@pytest.mark.parametrize("nice", [0, 3])
+def test_workers_run_below_the_servers_cpu_priority(start_daemon, tmp_path, nice):
+    """--worker-nice: under contention for the cores, accepting events comes before processing the backlog."""
+    d = start_daemon(STATELESS.format(out=tmp_path / "out"), workers=2, worker_nice=nice)
+    deadline = time.monotonic() + 30
+    while not all(w["ready"] for w in d.client.get("/v1/queue").json()["workers"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    pids = [w["pid"] for w in d.client.get("/v1/queue").json()["workers"]]
+    assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids] == [min(19, ours + nice)] * 2
+
+
+def test_serve_refuses_a_worker_nice_outside_what_nice_takes(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "p.yaml", "--worker-nice", "20"])
+    assert exited.value.code == 2
+    assert "--worker-nice" in capsys.readouterr().err

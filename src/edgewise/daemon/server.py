@@ -67,6 +67,9 @@ class DaemonOptions:
     min_free: int = 64 * 1024 * 1024
     commit_interval: float = 0.5
     max_batch: int = 4096
+    worker_nice: int = 5
+    """How much lower the workers' CPU priority is than the server's (``nice``): under contention for the cores,
+    accepting and durably queueing events comes before processing the backlog (docs/daemon.md)."""
     max_attempts: int = 5
     drain_timeout: float = 30.0
     trace: str = "off"
@@ -399,7 +402,7 @@ class Daemon:
         o = self.options
         return WorkerOptions(pipeline_file=self.spec.file, pipeline_text=self.spec.text, base_dir=self.spec.base_dir,
                              data_dir=self.data_dir, index=index, max_batch=o.max_batch,
-                             commit_interval=o.commit_interval, trace=o.trace)
+                             commit_interval=o.commit_interval, trace=o.trace, nice=o.worker_nice)
 
     async def lookup(self, step_id: str, key: str) -> dict[str, Any]:
         if self.stateless is not None:

@@ -16,6 +16,7 @@ Where events end up when something fails:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import os
@@ -58,6 +59,8 @@ class WorkerOptions:
     idle_wait: float = 0.01
     stats_interval: float = 0.5
     trace: str = "off"
+    nice: int = 0
+    """Added to the worker process's nice value at start (``--worker-nice``): the server's ingest comes first."""
 
 
 def daemon_stores(plan: Plan, data_dir: str) -> dict[str, StateStore]:
@@ -111,6 +114,8 @@ class Worker:
         self.stopping = False
         self.timers_fired = False
         """Timers or idleness gave records since the last commit (they are flushed and committed like events)."""
+        self.delivered_idle_advance_us = 0
+        """How far idleness had moved event time on at the last commit: its windows' results are in the sinks."""
         self._last_commit = time.monotonic()
 
     # -- the loop --------------------------------------------------------------------------------------------
@@ -194,7 +199,9 @@ class Worker:
         """Flush sinks, commit state (and the queue position it includes), then acknowledge: in this order, so
         nothing is deleted from the queue before it is delivered."""
         self._last_commit = time.monotonic()
+        advanced = self.engine.idleness.advanced_us  # before the flush: what it closed is flushed below
         if not self.pending and not self.letters and not self.timers_fired:
+            self.delivered_idle_advance_us = advanced
             return
         if self.engine.state.durable:
             self.engine.commit(force=True)
@@ -202,6 +209,7 @@ class Worker:
         else:
             self.engine.flush_sinks()
         self.timers_fired = False
+        self.delivered_idle_advance_us = advanced
         if not self.pending and not self.letters:
             return
         self.queue.dead_letter(self.pending, self.letters)
@@ -224,9 +232,17 @@ class Worker:
             "sink_failures": stats.sink_failures,
             "sink_retries": {sid: r.retries for sid, r in self.engine.runners.items() if r.retries},
             "step_outcomes": [[step, what, n] for (step, what), n in stats.steps.items()],
-            "idle_advanced_us": self.engine.idleness.advanced_us,
+            "idle_advanced_us": self.idle_advance_delivered(),
             **self.meter.snapshot(),
         }
+
+    def idle_advance_delivered(self) -> int:
+        """How far idleness has moved event time on, counting only what the sinks have: a script that waits on
+        ``idle_advanced_s`` for its last windows must find their results delivered, not still waiting for the
+        next commit (which comes up to ``commit_interval`` later, more on a loaded machine)."""
+        if self.pending or self.letters or self.timers_fired:
+            return self.delivered_idle_advance_us
+        return self.engine.idleness.advanced_us
 
     def lookup(self, step_id: str, key: str) -> dict[str, Any]:
         return lookup_reply(self.engine, step_id, key)
@@ -317,6 +333,9 @@ def worker_process(options: WorkerOptions, control: Connection, parent: int) -> 
         stop_requested = True
 
     signal.signal(signal.SIGTERM, on_term)
+    if options.nice:
+        with contextlib.suppress(OSError):  # a container may forbid it: the worker runs, at the server's priority
+            os.nice(options.nice)
     # held while this worker lives: a new daemon waits for it (an orphan must not process alongside the new one)
     lock = open(os.path.join(options.data_dir, "workers.lock"), "a+")  # noqa: SIM115  # held for the process life
     fcntl.flock(lock, fcntl.LOCK_SH)

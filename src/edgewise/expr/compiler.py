@@ -27,7 +27,7 @@ from edgewise.expr.dialect import EdgewiseSpark
 from edgewise.expr.functions import FUNCTIONS
 from edgewise.expr.functions.base import Evaluator, Lambda, Scope
 from edgewise.expr.functions.casts import cast_function
-from edgewise.expr.functions.conditional import as_common_type, if_, number_beside
+from edgewise.expr.functions.conditional import as_common_type, if_, number_beside, of_one_type
 from edgewise.expr.intervals import add_interval, interval_operand
 
 NOT_ALLOWED = {
@@ -389,6 +389,13 @@ def _binary(op: Callable[[Any, Any], Any]) -> Callable[[exp.Expression, _Context
     return build
 
 
+def _division(node: exp.Expression, ctx: _Context) -> Evaluator:
+    divide = _binary(V.div)(node, ctx)
+    if not _is_const(divide):
+        divide.fraction = True  # type: ignore[attr-defined]  # a DOUBLE by its text alone (``fraction_beside``)
+    return divide
+
+
 def _plus_minus(op: Callable[[Any, Any], Any], sign: int) -> Callable[[exp.Expression, _Context], Evaluator]:
     """``+`` (sign 1) or ``-`` (sign -1): ``op``, or with an INTERVAL operand the interval arithmetic
     (``intervals.py``)."""
@@ -592,11 +599,12 @@ def _case(node: exp.Case, ctx: _Context) -> Evaluator:
                     return then(p)
         return default(p)
 
-    number = number_beside([then for _, then in branches] + [default])
+    values = [then for _, then in branches] + [default]
+    number = number_beside(values)
     if number is None:
-        return case
+        return of_one_type(case, values)
     # Spark gives the CASE one type: text a branch gives beside number literals is cast to it, as in coalesce
-    return lambda p: as_common_type(case(p), number, "CASE")
+    return of_one_type(lambda p: as_common_type(case(p), number, "CASE"), values)
 
 
 def _if(node: exp.If, ctx: _Context) -> Evaluator:
@@ -770,7 +778,7 @@ _HANDLERS: dict[type[exp.Expression], Callable[[Any, _Context], Evaluator]] = {
     exp.Sub: _plus_minus(V.sub, -1),
     exp.Interval: _interval,
     exp.Mul: _binary(V.mul),
-    exp.Div: _binary(V.div),
+    exp.Div: _division,
     exp.IntDiv: _binary(V.int_div),
     exp.Mod: _binary(V.mod),
     exp.Neg: _neg,

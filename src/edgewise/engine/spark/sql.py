@@ -146,6 +146,13 @@ def _read_at(base: str, path: str, spark_type: str | None) -> str:
         read = _variant_in(base, path)
         # a JSON null is NULL, as on the local engine (a VARIANT null is not SQL's NULL)
         return f"CASE WHEN is_variant_null({read}) THEN NULL ELSE {read} END"
+    if spark_type == "string":
+        # a JSON number with a fraction is a DECIMAL in Spark's VARIANT, whose text drops what the local engine's
+        # double keeps (30.0 reads '30', 12345678.9 where locally it is '1.23456789E7'): its text is the double's
+        value = _variant_in(base, path)
+        return (f"CASE WHEN schema_of_variant({value}) LIKE 'DECIMAL%' THEN "
+                f"CAST(variant_get({base}, '{path}', 'double') AS STRING) "
+                f"ELSE variant_get({base}, '{path}', 'string') END")
     return f"variant_get({base}, '{path}', '{spark_type}')"
 
 
@@ -265,6 +272,11 @@ class _Compiler:
             return node
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "array":
             variant_elements(node)
+        if isinstance(node, exp.Cast) and is_text(node) and _is_untyped_variant(node.this):
+            # a VARIANT's own cast to text drops a DECIMAL's fraction zeros: read the field as text instead
+            text = parsed(field_read(node.this.meta[UNTYPED], "string", self.types))
+            text.meta[READ_AT] = "string"
+            node.set("this", text)
         return lift_mixed(node)
 
     def _branches_beside_numbers(self, node: exp.If | exp.Case, want: str | None) -> None:
@@ -408,6 +420,11 @@ class _Compiler:
 
 
 _ELEMENT_ACCESS = ("get", "element_at", "try_element_at")
+
+
+def _is_untyped_variant(node: exp.Expression) -> bool:
+    """A field no type is known for, read as the VARIANT it is."""
+    return node.meta.get(UNTYPED) is not None and node.meta.get(READ_AT) is None
 
 
 def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:

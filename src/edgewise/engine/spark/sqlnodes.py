@@ -77,6 +77,8 @@ def is_text(node: exp.Expression) -> bool:
         return isinstance(kind, exp.Literal) and str(kind.this).lower() == "string"
     if isinstance(node, exp.Cast):
         return node.to.this == exp.DataType.Type.TEXT or node.to.sql().upper() in ("STRING", "VARCHAR", "TEXT")
+    if isinstance(node, exp.Case) and node.args.get("default") is not None:  # every branch text (a field's read)
+        return is_text(node.args["default"]) and all(is_text(branch.args["true"]) for branch in node.args["ifs"])
     return False
 
 

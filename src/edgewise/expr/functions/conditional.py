@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from edgewise.expr import values as V
@@ -17,6 +18,47 @@ def number_beside(args: list[Evaluator]) -> Any:
     numbers = [getattr(a, "constant", None) for a in args]
     numbers = [n for n in numbers if n is not None and V.is_number(n)]
     return next((n for n in numbers if not isinstance(n, int)), numbers[0]) if numbers else None
+
+
+def fraction_beside(args: list[Evaluator]) -> Decimal | float | None:
+    """Where every value is a number literal, NULL or a division (whose types the text alone decides) and one is a
+    fraction, Spark gives the call a fractional type, and an integer it picks is written as one: ``coalesce(1,
+    2.5)`` is the DECIMAL 1.0, ``if(true, 1, 1/0)`` the DOUBLE 1.0. That type, as a zero of it (a DECIMAL's zero
+    has the largest scale among the literals); None where the call keeps its values as they are, as where a value's
+    type is known only when an event comes (a field)."""
+    double, scale, fraction = False, 0, False
+    for a in args:
+        if getattr(a, "fraction", False):
+            double = fraction = True
+            continue
+        if not hasattr(a, "constant"):
+            return None
+        value = a.constant
+        if value is None:
+            continue
+        if not V.is_number(value):
+            return None
+        if isinstance(value, float):
+            double = fraction = True
+        elif isinstance(value, Decimal):
+            fraction = True
+            scale = max(scale, -int(value.as_tuple().exponent))
+    if not fraction:
+        return None
+    return 0.0 if double else Decimal(0).scaleb(-scale)
+
+
+def of_one_type(call: Evaluator, values: list[Evaluator]) -> Evaluator:
+    """``call``, its integer results given in the call's fractional type where ``fraction_beside`` finds one."""
+    zero = fraction_beside(values)
+    if zero is None:
+        return call
+
+    def fractional(p: Any) -> Any:
+        v = call(p)
+        return v + zero if v.__class__ is int else v
+
+    return fractional
 
 
 def as_common_type(v: Any, number: Any, what: str) -> Any:
@@ -41,7 +83,7 @@ def coalesce(args: list[Evaluator]) -> Evaluator:
                 return as_common_type(v, number, "coalesce")
         return None
 
-    return first
+    return of_one_type(first, args)
 
 
 @table.special("nvl", "ifnull", args=2)
@@ -54,7 +96,7 @@ def nvl(args: list[Evaluator]) -> Evaluator:
         v = a(p)
         return as_common_type(b(p) if v is None else v, number, "nvl")
 
-    return pick
+    return of_one_type(pick, args)
 
 
 @table.special("nvl2", args=3)
@@ -62,7 +104,7 @@ def nvl2(args: list[Evaluator]) -> Evaluator:
     """``b`` if ``a`` is not NULL, else ``c``; text beside a number literal is cast to it (as in ``if``)."""
     a, b, c = args
     number = number_beside([b, c])
-    return lambda p: as_common_type(c(p) if a(p) is None else b(p), number, "nvl2")
+    return of_one_type(lambda p: as_common_type(c(p) if a(p) is None else b(p), number, "nvl2"), [b, c])
 
 
 @table.special("if", args=(2, 3))
@@ -74,7 +116,8 @@ def if_(args: list[Evaluator]) -> Evaluator:
     cond, then = args[0], args[1]
     other = args[2] if len(args) > 2 else (lambda p: None)
     number = number_beside([then, other])
-    return lambda p: as_common_type(then(p) if cond(p) is True else other(p), number, "if")
+    return of_one_type(lambda p: as_common_type(then(p) if cond(p) is True else other(p), number, "if"),
+                       [then, other])
 
 
 @table.fn("nullif", args=2, nulls=True)
