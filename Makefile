@@ -51,6 +51,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/ysb_running.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/ingest.py --nice-rounds 4 --worker-nice 0,5 --out bench/results/ingest_worker_nice.json
 	$(BIN)/python bench/spark_ysb.py
 	$(BIN)/python bench/spark_ysb_start.py
 	$(BIN)/python bench/spark_codegen.py

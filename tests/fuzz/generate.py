@@ -205,11 +205,16 @@ class Case:
         lines = [orjson.dumps({"id": f"up:{i}", "event_time": int(e.get("t", 0)) * 1_000_000, "source": "up",
                                "payload": e} if i in self.envelopes else e) + b"\n"
                  for i, e in enumerate(self.events)]
+        return {f"part-{n + 1}.ndjson": b"".join(lines[a:b]) for n, (a, b) in enumerate(self.segments())}
+
+    def segments(self) -> list[tuple[int, int]]:
+        """The spool's segments in name order, each as the range of event indexes it holds."""
+        n = len(self.events)
         if self.cuts:
-            bounds = [0, *sorted(c for c in set(self.cuts) if 0 < c < len(lines)), len(lines)]
-            return {f"part-{n + 1}.ndjson": b"".join(lines[a:b]) for n, (a, b) in enumerate(itertools.pairwise(bounds))}
-        per_file = -(-len(lines) // self.files)
-        return {f"part-{n + 1}.ndjson": b"".join(lines[n * per_file:(n + 1) * per_file]) for n in range(self.files)}
+            bounds = [0, *sorted(c for c in set(self.cuts) if 0 < c < n), n]
+            return list(itertools.pairwise(bounds))
+        per_file = -(-n // self.files)
+        return [(k * per_file, min(n, (k + 1) * per_file)) for k in range(self.files)]
 
 
 @st.composite

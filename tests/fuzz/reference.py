@@ -14,8 +14,14 @@ What it covers, and what it leaves to the other oracles:
   with distinct times and a watermark delay larger than their spread: no event is late, so the watermark moving
   per event (locally) or per micro-batch (Spark) gives the same results, whatever the segments the spool is cut
   into (random cut points) and whether Spark reads them in one micro-batch or one per micro-batch;
+- lateness, in ``filter`` chains ending in a tumbling ``window`` over events out of order: docs/state.md's rule
+  (an event is late when its window's end is at or before the watermark; the watermark is the largest event time
+  the window has seen minus its delay) with the watermark moving after each event for the local engine and once
+  per micro-batch for Spark, given the micro-batch boundaries (the spool's segments, one per micro-batch, or all
+  in one);
 - not yet: ``complete`` (docs/state.md does not define the ``seen``/``missing``/``parts`` shapes well enough to
-  write them from the docs alone), ``lookup``, ``tee``, transforms, failing values, lateness.
+  write them from the docs alone), ``lookup``, ``tee``, transforms, failing values, lateness after ``dedupe`` or
+  ``aggregate`` (out-of-order events reach them in an order Spark does not keep: docs/spark.md, Order).
 
 ``reference_vs_engines`` compares its records, order aside and numbers by value, with the local engine's and (given
 a Spark session) with Spark's.
@@ -85,6 +91,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
         t = e["t"] + draw(st.sampled_from([3, 5, 20])) + draw(st.sampled_from([-1, 0, 0, 1]))
         if t not in {other["t"] for other in events}:
             events = sorted([*events, {**e, "t": t}], key=lambda other: other["t"])
+    if not draw(st.integers(0, 3)):
+        return draw(late_cases())
     kinds = draw(st.lists(st.sampled_from(["filter", "dedupe", "aggregate"]), max_size=3))
     if draw(st.booleans()) or not kinds:
         kinds.append("window")
@@ -104,6 +112,33 @@ def reference_cases(draw: st.DrawFn) -> Case:
             else:
                 config.update(tumbling=draw(st.sampled_from(["5s", "10s", "30s"])), watermark=WATERMARK)
         steps.append({kind: config})
+    envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
+    return Case(steps, events, [], sorted(envelopes), draw(st.integers(1, 3)), *draw(arrivals(len(events))))
+
+
+@st.composite
+def late_cases(draw: st.DrawFn) -> Case:
+    """Filters, then a tumbling window with a short watermark delay, over events out of order: some are late."""
+    n = draw(st.integers(2, 12))
+    times = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=True))
+    events: list[Event] = []
+    for t in times:
+        e: Event = {"t": t}
+        if draw(st.integers(0, 9)):
+            e["k"] = draw(st.one_of(st.sampled_from(KEYS[:3]), st.none()))
+        if draw(st.integers(0, 5)):
+            e["x"] = draw(st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -2.25, 3.5, 1.0]), st.none()))
+        events.append(e)
+    steps: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        steps.append({"filter": {"id": "filter0", "on_error": "skip",
+                                 "where": draw(st.sampled_from([text for text, _ in CONDITIONS]))}})
+    chosen = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=3, unique=True))
+    steps.append({"window": {"id": f"window{len(steps)}", "on_error": "skip",
+                             "key": draw(st.sampled_from([["k"], []])),
+                             "aggs": {f"a{j}": a for j, a in enumerate(chosen)},
+                             "tumbling": draw(st.sampled_from(["5s", "10s"])),
+                             "watermark": draw(st.sampled_from(["0s", "2s", "5s"]))}})
     envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
     return Case(steps, events, [], sorted(envelopes), draw(st.integers(1, 3)), *draw(arrivals(len(events))))
 
@@ -170,6 +205,20 @@ def _iso(seconds: int) -> str:
     return f"1970-01-01T00:{seconds // 60:02d}:{seconds % 60:02d}Z"
 
 
+def on_time(events: list[Event], size: int, delay: int, batches: list[int] | None) -> list[Event]:
+    """The events a tumbling window of ``size`` takes: not those whose window ends at or before the watermark, the
+    largest event time among the window's events before them minus ``delay``. Without ``batches`` the watermark
+    moves after every event (the local engine); with them (each event's micro-batch) it moves between micro-batches
+    only, to the largest time of the micro-batches before (Spark)."""
+    taken = []
+    for i, e in enumerate(events):
+        before = [o["t"] for j, o in enumerate(events[:i]) if batches is None or batches[j] < batches[i]]
+        start = e["t"] - e["t"] % size
+        if not before or start + size > max(before) - delay:
+            taken.append(e)
+    return taken
+
+
 def run_window(events: list[Event], keys: list[str], size: int, aggs: dict[str, str]) -> list[Event]:
     """One record per key and tumbling window ``[start, start + size)`` (aligned to the epoch) holding events."""
     groups: dict[tuple[tuple[Any, ...], int], list[Event]] = {}
@@ -185,10 +234,18 @@ def run_window(events: list[Event], keys: list[str], size: int, aggs: dict[str, 
     return out
 
 
-def reference(case: Case) -> list[Event]:
-    """The pipeline's results over the case's events."""
+BATCH = "__micro_batch"
+"""Where the reference keeps an event's micro-batch while it runs (never in what it gives)."""
+
+
+def reference(case: Case, per_micro_batch: bool = False) -> list[Event]:
+    """The pipeline's results over the case's events: as the local engine promises them, or as Spark does, reading
+    the spool's segments one per micro-batch (``per_micro_batch``) or all in one."""
     meanings = dict(CONDITIONS)
     events = [dict(e) for e in case.events]
+    for n, (first, end) in enumerate(case.segments()):
+        for e in events[first:end]:
+            e[BATCH] = n if case.micro_batches else 0  # without it, Spark reads every segment in one
     for step in case.steps:
         kind, config = next(iter(step.items()))
         if kind == "filter":
@@ -198,8 +255,11 @@ def reference(case: Case) -> list[Event]:
         elif kind == "aggregate":
             events = run_aggregate(events, config["key"], config["aggs"], config["into"])
         else:
-            events = run_window(events, config["key"], _seconds(config["tumbling"]), config["aggs"])
-    return events
+            size = _seconds(config["tumbling"])
+            batches = [e[BATCH] for e in events] if per_micro_batch else None
+            taken = on_time(events, size, _seconds(config["watermark"]), batches)
+            events = run_window(taken, config["key"], size, config["aggs"])
+    return [{k: v for k, v in e.items() if k != BATCH} for e in events]
 
 
 # ---------------------------------------------------------------- against the engines
@@ -227,21 +287,26 @@ def reference_applies(case: Case) -> bool:
     times = [e.get("t") for e in case.events]
     clean = all(isinstance(e.get("x"), int | float | type(None)) and not isinstance(e.get("x"), bool)
                 and isinstance(e.get("k"), str | type(None)) for e in case.events)
-    return clean and all(isinstance(t, int) for t in times) and times == sorted(set(times))  # type: ignore[type-var]
+    # out of order only where the reference judges lateness: filters, then a window
+    any_order = all(k == "filter" for k in kinds[:-1]) and kinds[-1] == "window"
+    return (clean and all(isinstance(t, int) for t in times) and len(set(times)) == len(times)
+            and (any_order or times == sorted(times)))  # type: ignore[type-var]
 
 
 def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
     """The reference's records against the local engine's and, with ``spark``, Spark's (order aside)."""
     from tests.fuzz.oracles import _differences, _local_outputs, _spark_outputs, _spool, canonical
 
-    expected = {"": Counter(canonical(r) for r in reference(case))}
+    def expected(per_micro_batch: bool) -> dict[str, Counter[str]]:
+        return {"": Counter(canonical(r) for r in reference(case, per_micro_batch))}
+
     problems: list[str] = []
     with tempfile.TemporaryDirectory(prefix="edgewise-reference-") as tmp:
         directory = Path(tmp)
         _spool(case, directory)
         local = _local_outputs(case, directory)
-        problems += _differences(expected, {"": local.get("", Counter())}, "reference", "local engine")
+        problems += _differences(expected(False), {"": local.get("", Counter())}, "reference", "local engine")
         if spark is not None:
             remote = _spark_outputs(spark, case, directory)
-            problems += _differences(expected, {"": remote.get("", Counter())}, "reference", "spark")
+            problems += _differences(expected(True), {"": remote.get("", Counter())}, "reference", "spark")
     return problems
