@@ -72,20 +72,24 @@ AGGREGATES = ["count()", "count(x)", "sum(x)", "avg(x)", "min(x)", "max(x)", "co
 
 
 @st.composite
+def clean_event(draw: st.DrawFn, t: int) -> Event:
+    """An event at ``t``: a key from a small set or NULL, a number or NULL in ``x``, sometimes text in ``s``."""
+    e: Event = {"t": t}
+    if draw(st.integers(0, 9)):
+        e["k"] = draw(st.one_of(st.sampled_from(KEYS[:3]), st.none()))
+    if draw(st.integers(0, 5)):
+        e["x"] = draw(st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -2.25, 3.5, 1.0]), st.none()))
+    if draw(st.booleans()):
+        e["s"] = draw(st.sampled_from(STRINGS))
+    return e
+
+
+@st.composite
 def reference_cases(draw: st.DrawFn) -> Case:
     """A pipeline the reference covers (this module's docstring) over clean events."""
     n = draw(st.integers(1, 12))
     times = sorted(set(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))))
-    events: list[Event] = []
-    for t in times:
-        e: Event = {"t": t}
-        if draw(st.integers(0, 9)):
-            e["k"] = draw(st.one_of(st.sampled_from(KEYS[:3]), st.none()))
-        if draw(st.integers(0, 5)):
-            e["x"] = draw(st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -2.25, 3.5, 1.0]), st.none()))
-        if draw(st.booleans()):
-            e["s"] = draw(st.sampled_from(STRINGS))
-        events.append(e)
+    events = [draw(clean_event(t)) for t in times]
     for _ in range(draw(st.integers(0, 3))):  # a redelivered copy a ``within`` away, or a second less or more
         e = draw(st.sampled_from(events))
         t = e["t"] + draw(st.sampled_from([3, 5, 20])) + draw(st.sampled_from([-1, 0, 0, 1]))
@@ -121,14 +125,7 @@ def late_cases(draw: st.DrawFn) -> Case:
     """Filters, then a tumbling window with a short watermark delay, over events out of order: some are late."""
     n = draw(st.integers(2, 12))
     times = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=True))
-    events: list[Event] = []
-    for t in times:
-        e: Event = {"t": t}
-        if draw(st.integers(0, 9)):
-            e["k"] = draw(st.one_of(st.sampled_from(KEYS[:3]), st.none()))
-        if draw(st.integers(0, 5)):
-            e["x"] = draw(st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -2.25, 3.5, 1.0]), st.none()))
-        events.append(e)
+    events = [draw(clean_event(t)) for t in times]
     steps: list[dict[str, Any]] = []
     if draw(st.booleans()):
         steps.append({"filter": {"id": "filter0", "on_error": "skip",
