@@ -18,6 +18,7 @@ by event time, the local engine by arrival).
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,6 +111,40 @@ def string_expressions() -> st.SearchStrategy[str]:
                             "lpad(s, 4, '*')", "left(s, 2)", "reverse(s)", "initcap(s)",
                             "regexp_replace(s, '[aeiou]', '_')", "nvl2(k, 'has k', 'no k')", "md5(s)",
                             "if(length(s) > 2, s, k)"])
+
+
+EDGE_ARGUMENTS = ["NULL", "''", "'ä€𝄞'", "'(['", "'yyyy-MM-dd HH:mm'", "'2021-02-30'", "'%s-%d'", "0", "-1",
+                  "2147483648", "9223372036854775807", "1.5", "-0.0", "array()", "array(1, NULL)", "array('b', 'a')",
+                  "x", "s", "k", "y.z", "timestamp_seconds(t)"]
+"""What any function is called with: NULL, empty and odd text, a bad regex, a format string, an invalid date,
+boundary integers, negative zero, empty and NULL-holding arrays, and the generated events' fields."""
+
+DRAWN_FUNCTIONS: Counter[str] = Counter()
+"""How often each function was drawn into a pipeline that loads, since the process started (the soak prints it)."""
+
+
+@st.composite
+def function_calls(draw: st.DrawFn) -> str:
+    """A call of any built-in function with edge arguments, one that the pipeline file accepts (a call the
+    loader refuses, its arguments' types wrong by their text alone, is drawn as NULL)."""
+    from edgewise.errors import EdgewiseError
+    from edgewise.expr.compiler import compile_expression, parse
+    from edgewise.expr.functions import FUNCTIONS
+    from edgewise.expr.typecheck import check_types
+
+    name = draw(st.sampled_from(sorted(FUNCTIONS)))
+    spec = FUNCTIONS[name]
+    count = draw(st.integers(spec.min_args, spec.max_args if spec.max_args is not None else spec.min_args + 2))
+    args = [("(acc, v) -> acc" if name in ("aggregate", "reduce") and i == 2 else "v -> v")
+            if i in spec.lambda_args else draw(st.sampled_from(EDGE_ARGUMENTS)) for i in range(count)]
+    call = f"{name}({', '.join(args)})"
+    try:
+        compile_expression(call)  # what the loader does with a step's value (config/models.py)
+        check_types(parse(call), call)
+    except EdgewiseError:
+        return "NULL"
+    DRAWN_FUNCTIONS[name] += 1
+    return call
 
 
 def conditions() -> st.SearchStrategy[str]:
@@ -218,7 +253,8 @@ class Case:
 
 
 @st.composite
-def step(draw: st.DrawFn, i: int, kind: str, on_errors: list[str], sinks: list[str]) -> dict[str, Any]:
+def step(draw: st.DrawFn, i: int, kind: str, on_errors: list[str], sinks: list[str],
+         calls: bool = False) -> dict[str, Any]:
     config: dict[str, Any] = {"id": f"{kind}{i}"}
     on_error = draw(st.sampled_from(on_errors))
     if on_error == "dead":
@@ -231,8 +267,12 @@ def step(draw: st.DrawFn, i: int, kind: str, on_errors: list[str], sinks: list[s
         config["where"] = draw(conditions())
     elif kind == "annotate":
         config["set"] = {f"f{i}": draw(st.one_of(numeric_expressions(), string_expressions(), conditions()))}
+        if calls:
+            config["set"][f"c{i}"] = draw(function_calls())
     elif kind == "transform":
         ops: list[dict[str, Any]] = [{"set": {f"g{i}": draw(numeric_expressions())}}]
+        if calls and draw(st.booleans()):
+            ops[0]["set"][f"c{i}"] = draw(function_calls())
         ops.append(draw(st.sampled_from([{"rename": {"s": f"s{i}"}}, {"drop": ["y"]}, {"keep": ["k", "t", "x"]},
                                          {"drop": ["y.z"]}])))
         config["ops"] = ops
@@ -285,7 +325,9 @@ def cases(draw: st.DrawFn, *, spark: bool = False, max_steps: int = 4) -> Case:
         while (i := _window_after_results_behind_the_watermark(kinds)) is not None:
             kinds[i] = "aggregate"
     sinks: list[str] = []
-    steps = [draw(step(i, k, on_errors, sinks)) for i, k in enumerate(kinds)]
+    # calls of every function with edge arguments where the engine is compared with itself (the crash oracle):
+    # the Spark oracle keeps to the expressions both engines are held to agree on
+    steps = [draw(step(i, k, on_errors, sinks, calls=not spark)) for i, k in enumerate(kinds)]
     ordered = spark and any(k in ORDER_SENSITIVE for k in kinds)
     stream = draw(events(ordered=ordered))
     if ordered:

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from tests.fuzz.generate import Case, batch_cases, cases
+from tests.fuzz.generate import DRAWN_FUNCTIONS, Case, batch_cases, cases
 from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
 from tests.fuzz.reference import reference_cases, reference_vs_engines
 
@@ -99,6 +99,22 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
         raise last["found"] from None
 
 
+FUNCTION_FLOOR = 3
+"""Draws of a function below which the soak names it: the crash oracle has hardly tried it."""
+
+
+def function_coverage(drawn: Counter[str]) -> str:
+    """How often the crash oracle's pipelines called each built-in function (``generate.function_calls``), and
+    the functions drawn fewer than ``FUNCTION_FLOOR`` times."""
+    from edgewise.expr.functions import FUNCTIONS
+
+    below = sorted(name for name in FUNCTIONS if drawn[name] < FUNCTION_FLOOR)
+    counts = ", ".join(f"{name} {drawn[name]}" for name in sorted(FUNCTIONS))
+    return (f"function coverage: {len(FUNCTIONS) - len(below)} of {len(FUNCTIONS)} functions drawn at least "
+            f"{FUNCTION_FLOOR} times ({sum(drawn.values())} calls: {counts})"
+            + (f"; below the floor: {', '.join(below)}" if below else ""))
+
+
 def keep(found: Found, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     text = found.case.fixture_text(f"found by the {found.oracle} oracle")
@@ -168,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"round {rounds}: {tried}; {len(failures)} failing; {left / 60:.1f} min left", flush=True)
     tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
     print(f"done: {sum(counts[o] for o in oracles)} examples ({tried}), {len(failures)} failing", flush=True)
+    if "crash" in oracles:
+        print(function_coverage(DRAWN_FUNCTIONS), flush=True)
     return 1 if failures else 0
 
 

@@ -10,6 +10,7 @@ replayed here.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,25 @@ def test_kept_failures_stay_fixed_locally(name: str, case: Case, oracle: str) ->
 def test_the_local_engine_equals_the_reference_interpreter(case: Case) -> None:
     problems = reference_vs_engines(case)
     assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
+
+
+def test_every_function_can_be_drawn_and_the_soak_names_the_rare_ones() -> None:
+    """The crash oracle's calls (``generate.function_calls``) reach every built-in function: called with fields
+    (types unknown until an event comes), each loads. The soak's coverage line names the functions drawn fewer
+    than the floor."""
+    from edgewise.expr.compiler import compile_expression
+    from edgewise.expr.functions import FUNCTIONS
+    from tests.fuzz.generate import EDGE_ARGUMENTS
+    from tests.fuzz.soak import FUNCTION_FLOOR, function_coverage
+
+    assert "x" in EDGE_ARGUMENTS
+    for name, spec in FUNCTIONS.items():
+        args = ["v -> v" if i in spec.lambda_args else "x" for i in range(spec.min_args)]
+        if name in ("aggregate", "reduce"):
+            args[2] = "(acc, v) -> acc"
+        compile_expression(f"{name}({', '.join(args)})")
+    drawn = Counter({name: FUNCTION_FLOOR for name in FUNCTIONS})
+    drawn["upper"] = FUNCTION_FLOOR - 1
+    line = function_coverage(drawn)
+    assert line.startswith(f"function coverage: {len(FUNCTIONS) - 1} of {len(FUNCTIONS)} functions")
+    assert line.endswith("; below the floor: upper")
