@@ -91,3 +91,48 @@ def test_unicode_and_lambdas_do_not_leak_between_threads() -> None:
     for t in threads:
         t.join()
     assert not errors
+
+
+EVENT_FOR_EDGES = {"x": "1e3", "s": "ÄÖ", "k": None, "y": {"z": -1}, "t": 20}
+
+
+def test_any_function_over_any_edge_value_fails_the_event_or_gives_a_value() -> None:
+    """Whatever a function is given (a field's type is known only when an event comes), it gives a value or an
+    EvalError that the step's on_error takes; never a Python exception that stops the run. Every built-in
+    function, with each of the fuzzer's edge arguments in every place (found by the fuzzer: `make_timestamp` of an
+    array stopped the run with a TypeError)."""
+    from edgewise.expr.functions import FUNCTIONS
+    from tests.fuzz.generate import EDGE_ARGUMENTS
+
+    stopped = []
+    for name, spec in sorted(FUNCTIONS.items()):
+        counts = {spec.min_args, spec.max_args if spec.max_args is not None else spec.min_args + 1}
+        for count in counts:
+            for edge in EDGE_ARGUMENTS:
+                args = [("(acc, v) -> acc" if name in ("aggregate", "reduce") and i == 2 else "v -> v")
+                        if i in spec.lambda_args else edge for i in range(count)]
+                text = f"{name}({', '.join(args)})"
+                try:
+                    compiled = compile_expression(text)
+                except ConfigError:
+                    continue
+                try:
+                    compiled.evaluate(EVENT_FOR_EDGES)
+                except EvalError:
+                    pass
+                except Exception as exc:  # what this test is for
+                    stopped.append(f"{text}: {type(exc).__name__}: {exc}")
+    assert not stopped, "\n".join(stopped)
+
+
+def test_a_function_given_a_type_it_cannot_take_fails_the_event() -> None:
+    """The compiler's last line of defence for a function that meets a type its code does not handle: the event
+    fails with DATATYPE_MISMATCH (the step's on_error takes it), the run goes on."""
+    from edgewise.expr.compiler import _type_checked
+
+    checked = _type_checked("plus_one", lambda v: v + 1)
+    assert checked(1) == 2
+    with pytest.raises(EvalError) as info:
+        checked("x")
+    assert info.value.error_class == "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE"
+    assert "plus_one() cannot take (STRING)" in info.value.message

@@ -708,8 +708,8 @@ def _call_function(name: str, args: list[exp.Expression], ctx: _Context, node: e
             compiled.append(_compile(arg, ctx))
     if spec.special is not None:
         return spec.special(compiled)
-    impl = spec.impl
-    assert impl is not None
+    assert spec.impl is not None
+    impl = _type_checked(name, spec.impl)
     if spec.nulls:
         if n == 1:
             a0 = compiled[0]
@@ -745,6 +745,21 @@ def _call_function(name: str, args: list[exp.Expression], ctx: _Context, node: e
         return impl(*vals)
 
     return calln
+
+
+def _type_checked(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
+    """``impl``, a value of a type it cannot take failing the event (``DATATYPE_MISMATCH``, as Spark's analyser
+    refuses such a call) instead of stopping the run with Python's ``TypeError``: a field's type is known only when
+    an event comes (found by the fuzzer: ``make_timestamp`` of an array)."""
+    def checked(*args: Any) -> Any:
+        try:
+            return impl(*args)
+        except (TypeError, AttributeError):
+            types = ", ".join("lambda" if isinstance(a, Lambda) else V.type_name(a) for a in args)
+            raise EvalError("DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
+                            f"{name}() cannot take ({types})") from None
+
+    return checked
 
 
 def _suggest(name: str) -> str | None:

@@ -82,7 +82,13 @@ def from_unixtime(v: Any, fmt: Any = "yyyy-MM-dd HH:mm:ss") -> str:
     assert n is not None
     pattern = V.to_string(fmt)
     assert pattern is not None
-    return format_timestamp(V.EPOCH + timedelta(seconds=n), pattern)
+    # Spark multiplies the seconds into microseconds in 64-bit arithmetic, which wraps around on overflow
+    micros = (n * 1_000_000 + 2**63) % 2**64 - 2**63
+    try:
+        return format_timestamp(V.EPOCH + timedelta(microseconds=micros), pattern)
+    except OverflowError:
+        raise EvalError("DATETIME_OVERFLOW", f"from_unixtime(): {n} seconds is beyond the year 9999, which "
+                        "edgewise's timestamps do not reach") from None
 
 
 @table.fn("date_format", args=2)
@@ -204,9 +210,19 @@ def make_timestamp(y: Any, mo: Any, d: Any, h: Any, mi: Any, s: Any, tz: Any = N
     """A TIMESTAMP from year, month, day, hour, minute and (fractional) seconds, in UTC."""
     sec = V.to_double(s)
     assert sec is not None
+    if not abs(sec) < 10**10:  # Spark takes the seconds as a DECIMAL(16, 6)
+        raise EvalError("NUMERIC_VALUE_OUT_OF_RANGE", f"make_timestamp(): {s} cannot be represented as "
+                        "Decimal(16, 6)")
+    fields: list[int] = []
+    for value in (y, mo, d, h, mi):  # Spark takes them as INT, text cast as it casts it (ANSI: '1e3' fails)
+        field = V.to_long(value)
+        if field is None or not -2**31 <= field < 2**31:
+            raise EvalError("CAST_OVERFLOW", f"make_timestamp(): the value {field} cannot be cast to INT due to "
+                            "an overflow")
+        fields.append(field)
     try:
         whole = int(sec)
-        return datetime(int(y), int(mo), int(d), int(h), int(mi), whole, round((sec - whole) * 1_000_000),
-                        tzinfo=UTC)
+        year, month, day, hour, minute = fields
+        return datetime(year, month, day, hour, minute, whole, round((sec - whole) * 1_000_000), tzinfo=UTC)
     except ValueError as exc:
         raise EvalError("DATETIME_FIELD_OUT_OF_BOUNDS", f"make_timestamp(): {exc}") from None
