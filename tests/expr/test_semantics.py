@@ -102,16 +102,14 @@ def test_any_function_over_any_edge_value_fails_the_event_or_gives_a_value() -> 
     function, with each of the fuzzer's edge arguments in every place (found by the fuzzer: `make_timestamp` of an
     array stopped the run with a TypeError)."""
     from edgewise.expr.functions import FUNCTIONS
-    from tests.fuzz.generate import EDGE_ARGUMENTS
+    from tests.fuzz.generate import EDGE_ARGUMENTS, call_text
 
     stopped = []
     for name, spec in sorted(FUNCTIONS.items()):
         counts = {spec.min_args, spec.max_args if spec.max_args is not None else spec.min_args + 1}
         for count in counts:
             for edge in EDGE_ARGUMENTS:
-                args = [("(acc, v) -> acc" if name in ("aggregate", "reduce") and i == 2 else "v -> v")
-                        if i in spec.lambda_args else edge for i in range(count)]
-                text = f"{name}({', '.join(args)})"
+                text = call_text(name, count, lambda i, edge=edge: edge)  # called at once, in this iteration
                 try:
                     compiled = compile_expression(text)
                 except ConfigError:
@@ -125,14 +123,28 @@ def test_any_function_over_any_edge_value_fails_the_event_or_gives_a_value() -> 
     assert not stopped, "\n".join(stopped)
 
 
-def test_a_function_given_a_type_it_cannot_take_fails_the_event() -> None:
-    """The compiler's last line of defence for a function that meets a type its code does not handle: the event
-    fails with DATATYPE_MISMATCH (the step's on_error takes it), the run goes on."""
-    from edgewise.expr.compiler import _type_checked
+def test_a_function_given_a_type_it_cannot_take_fails_the_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiler's last line of defence for a function whose code meets a type it does not handle: the event
+    fails with DATATYPE_MISMATCH (the step's on_error takes it), the run goes on. For one, two and more arguments,
+    and for a function that takes NULLs."""
+    from dataclasses import replace
 
-    checked = _type_checked("plus_one", lambda v: v + 1)
-    assert checked(1) == 2
-    with pytest.raises(EvalError) as info:
-        checked("x")
-    assert info.value.error_class == "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE"
-    assert "plus_one() cannot take (STRING)" in info.value.message
+    from edgewise.expr import compiler
+    from edgewise.expr.functions import FUNCTIONS
+
+    def plus_one(*values: object) -> object:
+        return values[0] + 1  # type: ignore[operator]
+
+    for name in ("upper", "substring", "concat_ws", "coalesce_like"):
+        spec = replace(FUNCTIONS["upper"], name=name, impl=plus_one, min_args=1, max_args=None,
+                       nulls=name == "coalesce_like")
+        monkeypatch.setitem(compiler.FUNCTIONS, name, spec)
+    for text, types in (("upper(s)", "STRING"), ("substring(s, 1)", "STRING, BIGINT"),
+                        ("concat_ws(s, 1, 2)", "STRING, BIGINT, BIGINT"), ("coalesce_like(s)", "STRING")):
+        compiler._compile_cached.cache_clear()
+        assert compile_expression(text).evaluate({"s": 1}) == 2
+        with pytest.raises(EvalError) as info:
+            compile_expression(text).evaluate({"s": "x"})
+        assert info.value.error_class == "DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE"
+        assert f"({types})" in info.value.message
+    compiler._compile_cached.cache_clear()

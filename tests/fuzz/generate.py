@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,24 +124,31 @@ DRAWN_FUNCTIONS: Counter[str] = Counter()
 """How often each function was drawn into a pipeline that loads, since the process started (the soak prints it)."""
 
 
+def call_text(name: str, count: int, argument: Callable[[int], str]) -> str:
+    """``name(...)`` with ``count`` arguments: a lambda where the function takes one (two parameters for
+    ``aggregate``'s and ``reduce``'s merge), ``argument(i)`` elsewhere."""
+    from edgewise.expr.functions import FUNCTIONS
+
+    lambdas = FUNCTIONS[name].lambda_args
+    args = [("(acc, v) -> acc" if name in ("aggregate", "reduce") and i == 2 else "v -> v")
+            if i in lambdas else argument(i) for i in range(count)]
+    return f"{name}({', '.join(args)})"
+
+
 @st.composite
 def function_calls(draw: st.DrawFn) -> str:
     """A call of any built-in function with edge arguments, one that the pipeline file accepts (a call the
     loader refuses, its arguments' types wrong by their text alone, is drawn as NULL)."""
+    from edgewise.config.models import _compile as load_value
     from edgewise.errors import EdgewiseError
-    from edgewise.expr.compiler import compile_expression, parse
     from edgewise.expr.functions import FUNCTIONS
-    from edgewise.expr.typecheck import check_types
 
     name = draw(st.sampled_from(sorted(FUNCTIONS)))
     spec = FUNCTIONS[name]
     count = draw(st.integers(spec.min_args, spec.max_args if spec.max_args is not None else spec.min_args + 2))
-    args = [("(acc, v) -> acc" if name in ("aggregate", "reduce") and i == 2 else "v -> v")
-            if i in spec.lambda_args else draw(st.sampled_from(EDGE_ARGUMENTS)) for i in range(count)]
-    call = f"{name}({', '.join(args)})"
+    call = call_text(name, count, lambda i: draw(st.sampled_from(EDGE_ARGUMENTS)))
     try:
-        compile_expression(call)  # what the loader does with a step's value (config/models.py)
-        check_types(parse(call), call)
+        load_value(call)  # what the loader does with a step's value
     except EdgewiseError:
         return "NULL"
     DRAWN_FUNCTIONS[name] += 1

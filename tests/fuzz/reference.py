@@ -87,6 +87,8 @@ def clean_event(draw: st.DrawFn, t: int) -> Event:
 @st.composite
 def reference_cases(draw: st.DrawFn) -> Case:
     """A pipeline the reference covers (this module's docstring) over clean events."""
+    if not draw(st.integers(0, 3)):
+        return draw(late_cases())
     n = draw(st.integers(1, 12))
     times = sorted(set(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))))
     events = [draw(clean_event(t)) for t in times]
@@ -95,8 +97,6 @@ def reference_cases(draw: st.DrawFn) -> Case:
         t = e["t"] + draw(st.sampled_from([3, 5, 20])) + draw(st.sampled_from([-1, 0, 0, 1]))
         if t not in {other["t"] for other in events}:
             events = sorted([*events, {**e, "t": t}], key=lambda other: other["t"])
-    if not draw(st.integers(0, 3)):
-        return draw(late_cases())
     kinds = draw(st.lists(st.sampled_from(["filter", "dedupe", "aggregate"]), max_size=3))
     if draw(st.booleans()) or not kinds:
         kinds.append("window")

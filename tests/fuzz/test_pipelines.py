@@ -92,15 +92,12 @@ def test_every_function_can_be_drawn_and_the_soak_names_the_rare_ones() -> None:
     than the floor."""
     from edgewise.expr.compiler import compile_expression
     from edgewise.expr.functions import FUNCTIONS
-    from tests.fuzz.generate import EDGE_ARGUMENTS
+    from tests.fuzz.generate import EDGE_ARGUMENTS, call_text
     from tests.fuzz.soak import FUNCTION_FLOOR, function_coverage
 
     assert "x" in EDGE_ARGUMENTS
     for name, spec in FUNCTIONS.items():
-        args = ["v -> v" if i in spec.lambda_args else "x" for i in range(spec.min_args)]
-        if name in ("aggregate", "reduce"):
-            args[2] = "(acc, v) -> acc"
-        compile_expression(f"{name}({', '.join(args)})")
+        compile_expression(call_text(name, spec.min_args, lambda i: "x"))
     drawn = Counter({name: FUNCTION_FLOOR for name in FUNCTIONS})
     drawn["upper"] = FUNCTION_FLOOR - 1
     line = function_coverage(drawn)

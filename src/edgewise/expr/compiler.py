@@ -708,13 +708,20 @@ def _call_function(name: str, args: list[exp.Expression], ctx: _Context, node: e
             compiled.append(_compile(arg, ctx))
     if spec.special is not None:
         return spec.special(compiled)
-    assert spec.impl is not None
-    impl = _type_checked(name, spec.impl)
+    impl = spec.impl
+    assert impl is not None
+    # each call fails its event with DATATYPE_MISMATCH where the function's code meets a type it cannot take,
+    # instead of stopping the run with Python's TypeError (a field's type is known only when an event comes; found
+    # by the fuzzer: make_timestamp of an array). The try is inside each closure, not a wrapper: no extra call
     if spec.nulls:
-        if n == 1:
-            a0 = compiled[0]
-            return lambda p: impl(a0(p))
-        return lambda p: impl(*[a(p) for a in compiled])
+        def call_with_nulls(p: Any) -> Any:
+            vals = [a(p) for a in compiled]
+            try:
+                return impl(*vals)
+            except (TypeError, AttributeError):
+                raise _cannot_take(name, vals) from None
+
+        return call_with_nulls
     if n == 0:
         return lambda p: impl()
     if n == 1:
@@ -722,7 +729,12 @@ def _call_function(name: str, args: list[exp.Expression], ctx: _Context, node: e
 
         def call1(p: Any) -> Any:
             v = a0(p)
-            return None if v is None else impl(v)
+            if v is None:
+                return None
+            try:
+                return impl(v)
+            except (TypeError, AttributeError):
+                raise _cannot_take(name, [v]) from None
 
         return call1
     if n == 2:
@@ -733,7 +745,12 @@ def _call_function(name: str, args: list[exp.Expression], ctx: _Context, node: e
             if v0 is None:
                 return None
             v1 = a1(p)
-            return None if v1 is None else impl(v0, v1)
+            if v1 is None:
+                return None
+            try:
+                return impl(v0, v1)
+            except (TypeError, AttributeError):
+                raise _cannot_take(name, [v0, v1]) from None
 
         return call2
 
@@ -742,24 +759,18 @@ def _call_function(name: str, args: list[exp.Expression], ctx: _Context, node: e
         for v in vals:
             if v is None:
                 return None
-        return impl(*vals)
+        try:
+            return impl(*vals)
+        except (TypeError, AttributeError):
+            raise _cannot_take(name, vals) from None
 
     return calln
 
 
-def _type_checked(name: str, impl: Callable[..., Any]) -> Callable[..., Any]:
-    """``impl``, a value of a type it cannot take failing the event (``DATATYPE_MISMATCH``, as Spark's analyser
-    refuses such a call) instead of stopping the run with Python's ``TypeError``: a field's type is known only when
-    an event comes (found by the fuzzer: ``make_timestamp`` of an array)."""
-    def checked(*args: Any) -> Any:
-        try:
-            return impl(*args)
-        except (TypeError, AttributeError):
-            types = ", ".join("lambda" if isinstance(a, Lambda) else V.type_name(a) for a in args)
-            raise EvalError("DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE",
-                            f"{name}() cannot take ({types})") from None
-
-    return checked
+def _cannot_take(name: str, args: list[Any]) -> EvalError:
+    """The error of a function given values of types it cannot take (as Spark's analyser refuses such a call)."""
+    types = ", ".join("lambda" if isinstance(a, Lambda) else V.type_name(a) for a in args)
+    return EvalError("DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE", f"{name}() cannot take ({types})")
 
 
 def _suggest(name: str) -> str | None:

@@ -213,16 +213,11 @@ def make_timestamp(y: Any, mo: Any, d: Any, h: Any, mi: Any, s: Any, tz: Any = N
     if not abs(sec) < 10**10:  # Spark takes the seconds as a DECIMAL(16, 6)
         raise EvalError("NUMERIC_VALUE_OUT_OF_RANGE", f"make_timestamp(): {s} cannot be represented as "
                         "Decimal(16, 6)")
-    fields: list[int] = []
-    for value in (y, mo, d, h, mi):  # Spark takes them as INT, text cast as it casts it (ANSI: '1e3' fails)
-        field = V.to_long(value)
-        if field is None or not -2**31 <= field < 2**31:
-            raise EvalError("CAST_OVERFLOW", f"make_timestamp(): the value {field} cannot be cast to INT due to "
-                            "an overflow")
-        fields.append(field)
+    # Spark takes the other fields as INT, text cast as it casts it (ANSI: '1e3' fails)
+    year, month, day, hour, minute = (V.to_long(f, "INT", -(2**31), 2**31 - 1) for f in (y, mo, d, h, mi))
+    assert year is not None and month is not None and day is not None and hour is not None and minute is not None
     try:
         whole = int(sec)
-        year, month, day, hour, minute = fields
         return datetime(year, month, day, hour, minute, whole, round((sec - whole) * 1_000_000), tzinfo=UTC)
     except ValueError as exc:
         raise EvalError("DATETIME_FIELD_OUT_OF_BOUNDS", f"make_timestamp(): {exc}") from None
