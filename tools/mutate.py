@@ -8,9 +8,10 @@ say so, rather than test nothing) in a copy of ``src/`` and ``tests/`` under a t
 ``src`` comes first on ``PYTHONPATH``, so the fuzzer, the tests and Spark's Python workers all run the mutant.
 For each mutation:
 
-- **fuzzer**: ``python -m tests.fuzz.soak --minutes N --first`` with the oracles that can see the area (all five
-  for the local engine's code; ``spark`` and ``spark-reference`` for Spark's), from a fixed seed;
-  caught when it reports a failing case;
+- **fuzzer**: ``python -m tests.fuzz.soak --minutes N --first`` with the oracles that can see the area (the five
+  pipeline oracles for the local engine's code and its sinks; ``spark`` and ``spark-reference`` for Spark's;
+  ``queue`` for the daemon's queue), each taking two turns of equal time, from a fixed seed; caught when it
+  reports a failing case;
 - **suite**: the test files that cover the area (named per mutation; the whole suite is ``make test``), ``-x``;
   caught when a test fails.
 
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SEED = 20261128
 """The fuzzer's first seed, so that two runs of the tool try the same examples."""
 
-LOCAL, SPARK = "crash,batch,reference,spark,spark-reference", "spark,spark-reference"
+LOCAL, SPARK, QUEUE = "crash,batch,reference,spark,spark-reference", "spark,spark-reference", "queue"
 CONFORMANCE = "tests/test_cli.py::test_edgewise_test_runs_the_conformance_suite"
 SPARK_CONFORMANCE = "tests/spark/test_conformance.py"
 """The conformance fixtures, on the local engine and on Spark: the suite's own semantics, case by case."""
@@ -108,7 +109,7 @@ MUTATIONS = [
     Mutation("the queue's ack removes one entry too many", "daemon queue", "src/edgewise/daemon/queue.py",
              'conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ?", runs)',
              'conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ? + 1", runs)',
-             ("tests/daemon/test_queue.py",)),
+             ("tests/daemon/test_queue.py",), QUEUE),
     Mutation("a sink is never retried", "sinks", "src/edgewise/sinks/base.py",
              "for attempt in range(policy.attempts):", "for attempt in range(1):", ("tests/test_io.py",)),
 ]
@@ -139,8 +140,10 @@ def _run(command: list[str], cwd: Path, log: Path, timeout: float) -> tuple[int,
 
 def _fuzz(copy: Path, oracles: str, minutes: float, log: Path) -> bool | None:
     """Caught (True), not caught (False), or the harness broke (None: see the log)."""
+    # two turns of each oracle in the time (the soak's slices), so that none waits for the others' whole share
+    turn = max(5.0, minutes * 60 / (2 * len(oracles.split(","))))
     code, _ = _run([sys.executable, "-m", "tests.fuzz.soak", "--minutes", str(minutes), "--oracles", oracles,
-                    "--seed", str(SEED), "--first", "--keep", str(log.parent / "fuzz-kept")],
+                    "--seed", str(SEED), "--first", "--keep", str(log.parent / "fuzz-kept"), "--slice", str(turn)],
                    copy, log, timeout=minutes * 60 + 600)
     return {0: False, 1: True}.get(code)
 

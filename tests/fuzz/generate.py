@@ -193,6 +193,8 @@ class Case:
     """Where segments start (event indexes, random cut points); empty: ``files`` equal parts."""
     micro_batches: bool = False
     """Spark reads one segment per micro-batch (``--max-files-per-trigger 1``), not all in one."""
+    schema: str = ""
+    """The source's ``schema`` (a DDL string of the events' fields, which Spark reads them as; empty: none)."""
 
     @property
     def has_watermark(self) -> bool:
@@ -224,7 +226,8 @@ class Case:
         doc: dict[str, Any] = {
             "version": 1,
             "event_time": "timestamp_seconds(t)",
-            "sources": [{"id": "spool", "type": "file", "path": "in"}],
+            "sources": [{"id": "spool", "type": "file", "path": "in",
+                         **({"schema": self.schema} if self.schema else {})}],
             "pipelines": [{"id": "p", "steps": self.steps}],
         }
         if self.sinks:

@@ -1,8 +1,8 @@
 """The three oracles of the pipeline fuzzer (issue 13).
 
 (a) the local engine against Spark: order-free results, dead letters (event, step, error class) and sink records;
-(b) the local engine with crash markers at random positions against the uninterrupted run: nothing lost, nothing
-    twice (as an idempotent sink keeps records by id);
+(b) the local engine with crash markers at random positions, its sinks failing now and then, against the
+    uninterrupted run: nothing lost, nothing twice (as an idempotent sink keeps records by id);
 (c) for a lone window or aggregate over plain fields, a batch computation written here, independently of the
     engine, from the documented semantics.
 
@@ -131,15 +131,16 @@ def _differences(a: Outputs, b: Outputs, a_name: str, b_name: str) -> list[str]:
     return problems
 
 
-def crashed_vs_uninterrupted(case: Case, crashes: list[int], batch_size: int) -> list[str]:
-    """Oracle (b): crash markers after the given event counts; the restarted run's records (by id, as an
-    idempotent sink keeps them) must equal an uninterrupted run's."""
+def crashed_vs_uninterrupted(case: Case, crashes: list[int], batch_size: int, flaky_sinks: int = 0) -> list[str]:
+    """Oracle (b): crash markers after the given event counts, and with ``flaky_sinks`` n every sink's n-th write
+    failing once (a sink briefly down); the restarted run's records (by id, as an idempotent sink keeps them) must
+    equal an uninterrupted run's with sinks that never fail."""
     plan = load_text_plan(case.pipeline_text())
     events: list[Any] = list(case.events)
     for position in sorted(set(crashes), reverse=True):
         events.insert(min(position, len(events)), CRASH)
     clean = run(plan, case.events, clock=FakeClock(NOW_US), batch_size=batch_size)
-    crashed = run(plan, events, clock=FakeClock(NOW_US), batch_size=batch_size)
+    crashed = run(plan, events, clock=FakeClock(NOW_US), batch_size=batch_size, flaky_sinks=flaky_sinks)
 
     def by_id(result: Any) -> Outputs:
         out: Outputs = {"": Counter(canonical(r) for r in result.outputs["p"])}

@@ -1,9 +1,10 @@
 """The pipeline fuzzer as a long soak: ``make fuzz`` (or ``python -m tests.fuzz.soak --minutes 30``).
 
-Runs the oracles of ``oracles.py`` (``crash``, ``batch``, ``spark``) and of ``reference.py`` (``reference``: the
-reference interpreter against the local engine; ``spark-reference``: against Spark too) over freshly generated
-pipelines and events, with a new random seed per
-round, until the time is up; prints what it tried (examples per oracle, Spark rejections) and, for a failure,
+Runs the oracles of ``oracles.py`` (``crash``, ``batch``, ``spark``), of ``reference.py`` (``reference``: the
+reference interpreter against the local engine; ``spark-reference``: against Spark too) and of ``queue_model.py``
+(``queue``: the daemon's durable queue against its model, over generated histories) over freshly generated
+pipelines and events, each oracle in turn for an equal slice of time (``--slice``), with a new random seed per
+hypothesis run, until the time is up; prints what it tried (examples per oracle, Spark rejections) and, for a failure,
 hypothesis's minimal failing case (the Spark oracle's as found: shrinking Spark runs would take hours), which it
 also writes as a fixture into ``--keep`` (default ``out/fuzz``):
 copy it into ``tests/fuzz/cases/`` so the suite replays it for good. Exit 1 when anything failed.
@@ -29,9 +30,10 @@ from hypothesis import strategies as st
 
 from tests.fuzz.generate import DRAWN_FUNCTIONS, Case, batch_cases, cases
 from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
+from tests.fuzz.queue_model import queue_ops, queue_vs_model
 from tests.fuzz.reference import reference_cases, reference_vs_engines
 
-ORACLES = ("crash", "batch", "reference", "spark", "spark-reference")
+ORACLES = ("crash", "batch", "reference", "queue", "spark", "spark-reference")
 SPARK_EXAMPLES_PER_SESSION = 40
 """Spark examples run in one session before the soak starts a fresh one."""
 
@@ -40,6 +42,14 @@ class Found(AssertionError):
     def __init__(self, oracle: str, case: Case, problems: list[str]) -> None:
         self.oracle, self.case, self.problems = oracle, case, problems
         super().__init__(f"{oracle}: {problems}")
+
+
+class FoundInQueue(AssertionError):
+    """The queue oracle's failing history (no pipeline: kept as the list of operations)."""
+
+    def __init__(self, ops: list[tuple[Any, ...]], problems: list[str]) -> None:
+        self.oracle, self.ops, self.problems = "queue", ops, problems
+        super().__init__(f"queue: {problems}")
 
 
 def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: Any) -> None:
@@ -53,12 +63,12 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
     if oracle == "crash":
         @config
         @given(case=cases(), crashes=st.lists(st.integers(0, 14), min_size=1, max_size=3),
-               batch_size=st.sampled_from([1, 2, 5, 1024]))
-        def prop(case: Case, crashes: list[int], batch_size: int) -> None:
+               batch_size=st.sampled_from([1, 2, 5, 1024]), flaky=st.sampled_from([0, 2, 3]))
+        def prop(case: Case, crashes: list[int], batch_size: int, flaky: int) -> None:
             counts[oracle] += 1
-            problems = crashed_vs_uninterrupted(case, crashes, batch_size)
+            problems = crashed_vs_uninterrupted(case, crashes, batch_size, flaky)
             if problems:
-                where = f"crashes after events {crashes}, batch size {batch_size}"
+                where = f"crashes after events {crashes}, batch size {batch_size}, every {flaky}th sink write fails"
                 last["found"] = Found(oracle, case, [*problems, where])
                 raise last["found"]
     elif oracle == "batch":
@@ -79,6 +89,15 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
             if problems:
                 last["found"] = Found(oracle, case, problems)
                 raise last["found"]
+    elif oracle == "queue":
+        @config
+        @given(ops=queue_ops())
+        def prop(ops: list[tuple[Any, ...]]) -> None:
+            counts[oracle] += 1
+            problems = queue_vs_model(ops)
+            if problems:
+                last["found"] = FoundInQueue(ops, problems)
+                raise last["found"]
     else:
         @config
         @given(case=cases(spark=True, max_steps=3))
@@ -95,7 +114,7 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
 
     try:
         hypothesis_seed(seed)(prop)()
-    except Found:
+    except (Found, FoundInQueue):
         raise last["found"] from None
 
 
@@ -115,8 +134,13 @@ def function_coverage(drawn: Counter[str]) -> str:
             + (f"; below the floor: {', '.join(below)}" if below else ""))
 
 
-def keep(found: Found, directory: Path) -> Path:
+def keep(found: Found | FoundInQueue, directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
+    if isinstance(found, FoundInQueue):  # a history to add to tests/fuzz/test_queue_model.py
+        body = yaml.safe_dump({"oracle": "queue", "ops": [list(op) for op in found.ops]}, sort_keys=False)
+        path = directory / f"queue-{hashlib.sha1(body.encode()).hexdigest()[:10]}.yaml"
+        path.write_text("# " + "\n# ".join(found.problems) + "\n" + body, encoding="utf-8")
+        return path
     text = found.case.fixture_text(f"found by the {found.oracle} oracle")
     doc = yaml.safe_load(text)
     doc["oracle"] = found.oracle
@@ -131,7 +155,10 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30, help="how long to run (default 30)")
     parser.add_argument("--oracles", default=",".join(ORACLES), help="comma-separated, of " + ",".join(ORACLES))
-    parser.add_argument("--examples", type=int, default=50, help="examples per round (a new seed each round)")
+    parser.add_argument("--examples", type=int, default=20,
+                        help="examples per hypothesis run, a tenth of it on Spark (a new seed each run)")
+    parser.add_argument("--slice", type=float, default=20,
+                        help="seconds each oracle runs before the next one's turn (default 20)")
     parser.add_argument("--seed", type=int, default=None, help="the first round's seed (default: random)")
     parser.add_argument("--keep", default="out/fuzz", help="where minimal failing cases are written")
     parser.add_argument("--first", action="store_true", help="stop at the first failing case (tools/mutate.py)")
@@ -155,29 +182,38 @@ def main(argv: list[str] | None = None) -> int:
     spark_fresh_at = SPARK_EXAMPLES_PER_SESSION
     while time.monotonic() < deadline and not (args.first and failures):
         for oracle in oracles:
-            if time.monotonic() >= deadline or (args.first and failures):
-                break
-            examples = max(1, args.examples // 10) if oracle.startswith("spark") else args.examples
-            try:
-                _round(oracle, seed, examples, counts, spark)
-            except Found as found:
-                path = keep(found, Path(args.keep))
-                failures.append(path)
-                print(f"FAIL {oracle} (seed {seed}): {found.problems}\n  minimal case kept in {path}", flush=True)
-            except Exception:  # a crash of the harness or an engine: report it and go on
-                print(f"ERROR {oracle} (seed {seed}):\n{traceback.format_exc()}", flush=True)
-                failures.append(Path("<error>"))
-                if spark is not None and _stopped(spark):  # the JVM side is gone: later rounds need a new one
-                    print("soak: the Spark session stopped; starting a new JVM", flush=True)
+            # each oracle gets an equal slice of time (at least one batch), not an equal number of examples: a
+            # Spark example takes seconds, a local one a tenth of a second, and counting examples gave the
+            # reference interpreter a twentieth of a short run (tools/mutate.py)
+            slice_end = min(deadline, time.monotonic() + args.slice)
+            while True:
+                if time.monotonic() >= deadline or (args.first and failures):
+                    break
+                examples = max(1, args.examples // 10) if oracle.startswith("spark") else args.examples
+                try:
+                    _round(oracle, seed, examples, counts, spark)
+                except (Found, FoundInQueue) as found:
+                    path = keep(found, Path(args.keep))
+                    failures.append(path)
+                    print(f"FAIL {oracle} (seed {seed}): {found.problems}\n  minimal case kept in {path}",
+                          flush=True)
+                except Exception:  # a crash of the harness or an engine: report it and go on
+                    print(f"ERROR {oracle} (seed {seed}):\n{traceback.format_exc()}", flush=True)
+                    failures.append(Path("<error>"))
+                    if spark is not None and _stopped(spark):  # the JVM side is gone: later rounds need a new one
+                        print("soak: the Spark session stopped; starting a new JVM", flush=True)
+                        spark = _new_jvm(spark)
+                seed = (seed + 1) % 2**32
+                spark_examples = counts["spark"] + counts["spark-reference"]
+                if oracle.startswith("spark") and spark is not None and spark_examples >= spark_fresh_at:
+                    # a long-lived driver keeps what each finished query left (status store, listeners, generated
+                    # classes) and ran out of heap after ~150-200 queries, failing every later example. A new
+                    # session in the same JVM kept that heap (a soak still died of it at 195): a new JVM now and
+                    # then
                     spark = _new_jvm(spark)
-            seed = (seed + 1) % 2**32
-            spark_examples = counts["spark"] + counts["spark-reference"]
-            if oracle.startswith("spark") and spark is not None and spark_examples >= spark_fresh_at:
-                # a long-lived driver keeps what each finished query left (status store, listeners, generated
-                # classes) and ran out of heap after ~150-200 queries, failing every later example. A new session
-                # in the same JVM kept that heap (a soak still died of it at 195): a new JVM now and then
-                spark = _new_jvm(spark)
-                spark_fresh_at = spark_examples + SPARK_EXAMPLES_PER_SESSION
+                    spark_fresh_at = spark_examples + SPARK_EXAMPLES_PER_SESSION
+                if time.monotonic() >= slice_end:
+                    break
         rounds += 1
         left = max(0.0, deadline - time.monotonic())
         tried = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))

@@ -50,16 +50,19 @@ def kept_cases() -> list[tuple[str, Case, str]]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
         case = Case(doc["pipeline"]["pipelines"][0]["steps"], doc["events"],
                     [s["id"] for s in doc["pipeline"].get("sinks", [])], doc.get("envelopes", []),
-                    doc.get("files", 1), doc.get("cuts", []), doc.get("micro_batches", False))
+                    doc.get("files", 1), doc.get("cuts", []), doc.get("micro_batches", False),
+                    doc["pipeline"]["sources"][0].get("schema", ""))
         out.append((path.name, case, doc.get("oracle", "all")))
     return out
 
 
 @budget(120)
 @given(case=cases(), crashes=st.lists(st.integers(0, 14), min_size=1, max_size=3),
-       batch_size=st.sampled_from([1, 2, 5, 1024]))
-def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int], batch_size: int) -> None:
-    assert not crashed_vs_uninterrupted(case, crashes, batch_size), case.pipeline_text()
+       batch_size=st.sampled_from([1, 2, 5, 1024]), flaky=st.sampled_from([0, 2, 3]))
+def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int], batch_size: int,
+                                                   flaky: int) -> None:
+    """Crashes, and sinks that fail every ``flaky``-th write (0: never), change nothing a run delivers."""
+    assert not crashed_vs_uninterrupted(case, crashes, batch_size, flaky), case.pipeline_text()
 
 
 @budget(200)

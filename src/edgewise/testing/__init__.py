@@ -47,7 +47,7 @@ from edgewise.durations import parse_duration_us
 from edgewise.engine.local import STDOUT, Crash, Instrument, LocalEngine
 from edgewise.events import Batch
 from edgewise.jsonio import as_written
-from edgewise.sinks.base import Sink
+from edgewise.sinks.base import RetryableSinkError, Sink
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.lines import make_batch
 from edgewise.state import StateStore
@@ -139,19 +139,25 @@ def _let_time_pass(ctx: SourceContext, seconds: float) -> None:
 
 
 class ListSink(Sink):
-    """Keeps what it receives: ``records`` (payloads) and ``ids``."""
+    """Keeps what it receives: ``records`` (payloads) and ``ids``. With ``fail_every`` n, every n-th write fails
+    as a sink that is briefly down does (``RetryableSinkError``), keeping nothing: the engine must try again."""
 
     __test__ = False
     kind: ClassVar[str] = "list"
     Config = SinkConfig
 
-    def __init__(self, sink_id: str = "list") -> None:
+    def __init__(self, sink_id: str = "list", fail_every: int = 0) -> None:
         # model_construct: internal ids such as "<stdout>" are not user ids and skip their validation
         super().__init__(SinkConfig.model_construct(id=sink_id, type="list"), BuildContext("."))
         self.records: list[dict[str, Any]] = []
         self.ids: list[str] = []
+        self.fail_every = fail_every
+        self.writes = 0
 
     def write(self, batch: Batch) -> None:
+        self.writes += 1
+        if self.fail_every and self.writes % self.fail_every == 0:
+            raise RetryableSinkError(f"sink {self.id}: write {self.writes} fails, as planted (fail_every)")
         self.records.extend(batch.payloads)
         self.ids.extend(batch.ids())
 
@@ -200,28 +206,31 @@ class RunResult:
 
 def run(plan: Plan, events: Iterable[dict[str, Any] | Pause | Any], *, clock: FakeClock | None = None,
         pipelines: list[str] | None = None, batch_size: int = 1024, state_dir: str | None = None,
-        open_store: Callable[[str], StateStore] | None = None) -> RunResult:
+        open_store: Callable[[str], StateStore] | None = None, flaky_sinks: int = 0) -> RunResult:
     """Run a plan over events with every sink replaced by a ``ListSink``, restarting after each ``CRASH``.
 
     State is kept in a SQLite file per store name in ``state_dir`` (a fresh temporary directory by default)
     whatever the plan declares, so a test never touches the plan's own store; ``open_store(name)`` replaces that
     (a Redis store, say). Each restart opens the stores anew, so only what was committed survives a crash. The
-    source, sinks and clock outlive restarts, as the outside world does.
+    source, sinks and clock outlive restarts, as the outside world does. With ``flaky_sinks`` n, every sink's n-th
+    write fails once (``ListSink``'s ``fail_every``; 2 or more, so that a retry gets through).
     """
     return run_sources(plan, [ListSource(events)], clock=clock, pipelines=pipelines, batch_size=batch_size,
-                       state_dir=state_dir, open_store=open_store)
+                       state_dir=state_dir, open_store=open_store, flaky_sinks=flaky_sinks)
 
 
 def run_sources(plan: Plan, sources: list[Source], *, clock: FakeClock | None = None,
                 pipelines: list[str] | None = None, batch_size: int = 1024, state_dir: str | None = None,
                 open_store: Callable[[str], StateStore] | None = None,
-                instrument: Instrument | None = None) -> RunResult:
+                instrument: Instrument | None = None, flaky_sinks: int = 0) -> RunResult:
     """``run`` over any sources (files, say): every sink a ``ListSink``, state in a temporary directory."""
     from edgewise.state.sqlite import SqliteStore
 
+    if flaky_sinks == 1:
+        raise ValueError("flaky_sinks=1 fails every write: nothing could get through")
     clock = clock or FakeClock()
-    sinks: dict[str, Sink] = {sid: ListSink(sid) for sid in plan.sinks}
-    sinks[STDOUT] = ListSink(STDOUT)
+    sinks: dict[str, Sink] = {sid: ListSink(sid, flaky_sinks) for sid in plan.sinks}
+    sinks[STDOUT] = ListSink(STDOUT, flaky_sinks)
     ids: dict[str, dict[str, dict[str, Any]]] = {}
     errors = io.StringIO()
     counters: Counter[str] = Counter()
