@@ -3,9 +3,10 @@
 
 Written from docs/state.md and docs/pipeline-file.md, not from the engine's code, and deliberately plain: the whole
 input in memory, each step a function from the list of events it receives to the list it passes on, no
-incremental state, no batching, no guard. Its conditions are evaluated by a small evaluator of its own (three-valued
-logic over the few forms ``reference_cases`` draws, with SQL's ``%``, ``+`` and ``-``), not by the engine's
-compiler.
+incremental state, no batching, no guard. Its expressions are evaluated by Spark's batch SQL over typed rows
+where a session is given (``spark_evaluator``), and by a small evaluator of its own otherwise (``evaluate_here``:
+three-valued logic and the few values ``reference_cases`` draws, with SQL's ``%``, ``+`` and ``-``), which is held
+to Spark's each time both run; never by the engine's compiler.
 
 What it covers, and what it leaves to the other oracles:
 
@@ -239,62 +240,89 @@ def _seconds(duration: str) -> int:
     return int(duration.rstrip("s"))
 
 
-def run_filter(events: list[Event], meaning: Callable[[Event], Truth]) -> list[Event]:
+Evaluate = Callable[[str, list[Event]], list[Any]]
+"""An expression's value for each of a list of events (``evaluate_here``, or ``spark_evaluator``'s)."""
+
+
+def evaluate_here(text: str, events: list[Event]) -> list[Any]:
+    """The reference's own evaluator: the meanings ``CONDITIONS`` and ``VALUES`` give."""
+    meaning = {**dict(CONDITIONS), **dict(VALUES)}[text]
+    return [meaning(e) for e in events]
+
+
+def spark_evaluator(spark: Any) -> Evaluate:
+    """Expressions evaluated by Spark's batch SQL over the events as typed rows (``k`` STRING, ``x`` DOUBLE, ``s``
+    STRING: every field a condition or a value reads), one query per expression and list of events."""
+    known: dict[tuple[str, tuple[Any, ...]], list[Any]] = {}
+
+    def evaluate(text: str, events: list[Event]) -> list[Any]:
+        if not events:
+            return []
+        rows = tuple((i, e.get("k"), None if e.get("x") is None else float(e["x"]), e.get("s"))
+                     for i, e in enumerate(events))
+        if (text, rows) not in known:
+            frame = spark.createDataFrame(list(rows), "i BIGINT, k STRING, x DOUBLE, s STRING")
+            known[text, rows] = [r[0] for r in frame.orderBy("i").selectExpr(f"{text} AS v").collect()]
+        return known[text, rows]
+    return evaluate
+
+
+def run_filter(events: list[Event], truths: list[Truth]) -> list[Event]:
     """Keeps the events whose condition is true (NULL drops, as SQL's WHERE)."""
-    return [e for e in events if meaning(e) is True]
+    return [e for e, truth in zip(events, truths, strict=True) if truth is True]
 
 
-def with_set(e: Event, settings: dict[str, str]) -> Event:
+def run_set(events: list[Event], settings: dict[str, str], evaluate: Evaluate) -> list[Event]:
     """``annotate``'s ``set``: each path gets its value, every value computed from the event as it was; a dotted
     path makes the objects on its way (replacing what is not an object there)."""
-    meanings = dict(VALUES)
-    values = {path: meanings[text](e) for path, text in settings.items()}
-    out = dict(e)
-    for path, value in values.items():
-        *parents, last = path.split(".")
-        target = out
-        for part in parents:
-            inner = target.get(part)
-            target[part] = dict(inner) if isinstance(inner, dict) else {}
-            target = target[part]
-        target[last] = value
+    values = {path: evaluate(text, events) for path, text in settings.items()}
+    out = []
+    for i, e in enumerate(events):
+        changed = dict(e)
+        for path, column in values.items():
+            *parents, last = path.split(".")
+            target = changed
+            for part in parents:
+                inner = target.get(part)
+                target[part] = dict(inner) if isinstance(inner, dict) else {}
+                target = target[part]
+            target[last] = column[i]
+        out.append(changed)
     return out
 
 
-def run_transform(e: Event, ops: list[dict[str, Any]]) -> Event:
+def run_transform(events: list[Event], ops: list[dict[str, Any]], evaluate: Evaluate) -> list[Event]:
     """``transform``: its operations in order, each on what the one before gave."""
     for op in ops:
         [(name, arg)] = op.items()
         if name == "set":
-            e = with_set(e, arg)
+            events = run_set(events, arg, evaluate)
         elif name == "rename":  # a field that is not there is not renamed
-            e = dict(e)
-            for old, new in arg.items():
-                if old in e:
-                    e[new] = e.pop(old)
+            events = [{arg.get(k, k): v for k, v in e.items()} for e in events]
         elif name == "drop":
-            e = {k: v for k, v in e.items() if k not in arg}
+            events = [{k: v for k, v in e.items() if k not in arg} for e in events]
         else:  # keep
-            e = {k: v for k, v in e.items() if k in arg or k.startswith("__")}
-    return e
+            events = [{k: v for k, v in e.items() if k in arg or k.startswith("__")} for e in events]
+    return events
 
 
-def when_applies(events: list[Event], when: str | None, step: Callable[[list[Event]], list[Event]]) -> list[Event]:
+def when_applies(events: list[Event], when: str | None, step: Callable[[list[Event]], list[Event]],
+                 evaluate: Evaluate) -> list[Event]:
     """A step with ``when`` takes the events where it is TRUE; the others pass unchanged, in their place."""
     if when is None:
         return step(events)
-    meaning = dict(CONDITIONS)[when]
     tagged = [{**e, INDEX: i} for i, e in enumerate(events)]
+    applies = [truth is True for truth in evaluate(when, tagged)]
     results: dict[int, list[Event]] = {}
     extra: list[Event] = []
-    for r in step([e for e in tagged if meaning(e) is True]):
+    for r in step([e for e, yes in zip(tagged, applies, strict=True) if yes]):
         if INDEX in r:
             results.setdefault(r[INDEX], []).append(r)
         else:
             extra.append(r)  # a completion's time-out: not in any event's place
     out: list[Event] = []
     for i, e in enumerate(tagged):
-        out += results.get(i, []) if meaning(e) is True else [e]
+        out += results.get(i, []) if applies[i] else [e]
     return [{k: v for k, v in e.items() if k != INDEX} for e in out + extra]
 
 
@@ -349,7 +377,7 @@ def run_aggregate(events: list[Event], keys: list[str], aggs: dict[str, str], in
 
 
 def run_complete(events: list[Event], key: str, parts: dict[str, str], timeout: int, delay: int,
-                 into: str) -> list[Event]:
+                 into: str, evaluate: Evaluate = evaluate_here) -> list[Event]:
     """docs/state.md, ``complete``: an event with a key and at least one part (a condition that is true) joins
     the key's open completion, or opens one whose deadline is its time plus ``timeout``. It leaves with
     ``{status, key, seen, missing}`` under ``into`` (parts in the order they are declared; ``parts`` only with
@@ -357,8 +385,8 @@ def run_complete(events: list[Event], key: str, parts: dict[str, str], timeout: 
     closes), ``triggered`` otherwise. When event time reaches a new largest value, every open completion whose
     deadline is at or before the watermark (that time minus ``delay``) times out first: a record of its own,
     ``{into: {status: timed_out, ...}}``. At the end of the input every open completion times out."""
-    meanings = dict(CONDITIONS)
     names = list(parts)
+    truths = {n: evaluate(parts[n], events) for n in names}
     open_: dict[Any, tuple[int, set[str]]] = {}  # key -> (deadline, parts seen)
 
     def status(name: str, k: Any, seen: set[str]) -> dict[str, Any]:
@@ -371,12 +399,12 @@ def run_complete(events: list[Event], key: str, parts: dict[str, str], timeout: 
 
     out: list[Event] = []
     largest: int | None = None
-    for e in events:
+    for i, e in enumerate(events):
         if largest is None or e[TIME] > largest:
             largest = e[TIME]
             out += time_out(largest - delay)
         k = e.get(key)
-        matched = {n for n in names if meanings[parts[n]](e) is True}
+        matched = {n for n in names if truths[n][i] is True}
         if k is None or not matched:
             out.append(e)
             continue
@@ -427,15 +455,16 @@ BATCH = "__micro_batch"
 """Where the reference keeps an event's micro-batch while it runs (never in what it gives)."""
 
 
-def reference(case: Case, per_micro_batch: bool = False) -> list[Event]:
+def reference(case: Case, per_micro_batch: bool = False, evaluate: Evaluate = evaluate_here) -> list[Event]:
     """The pipeline's results over the case's events: as the local engine promises them, or as Spark does, reading
     the spool's segments one per micro-batch (``per_micro_batch``) or all in one."""
-    return reference_outputs(case, per_micro_batch)[""]
+    return reference_outputs(case, per_micro_batch, evaluate)[""]
 
 
-def reference_outputs(case: Case, per_micro_batch: bool = False) -> dict[str, list[Event]]:
-    """``reference``'s results under ``""``, and what ``tee`` steps sent to each sink under its id."""
-    meanings = dict(CONDITIONS)
+def reference_outputs(case: Case, per_micro_batch: bool = False,
+                      evaluate: Evaluate = evaluate_here) -> dict[str, list[Event]]:
+    """``reference``'s results under ``""``, and what ``tee`` steps sent to each sink under its id; expressions
+    evaluated by ``evaluate``."""
     events = [dict(e, **{TIME: e["t"]}) for e in case.events]
     for n, (first, end) in enumerate(case.segments()):
         for e in events[first:end]:
@@ -445,14 +474,14 @@ def reference_outputs(case: Case, per_micro_batch: bool = False) -> dict[str, li
         kind, config = next(iter(step.items()))
         run: Callable[[list[Event]], list[Event]]
         if kind in ("filter", "gate"):  # a gate stops the pipeline for the others: its results are a filter's
-            run = lambda es, c=config: run_filter(es, meanings[c["where"]])  # noqa: E731
+            run = lambda es, c=config: run_filter(es, evaluate(c["where"], es))  # noqa: E731
         elif kind == "annotate":
-            run = lambda es, c=config: [with_set(e, c["set"]) for e in es]  # noqa: E731
+            run = lambda es, c=config: run_set(es, c["set"], evaluate)  # noqa: E731
         elif kind == "transform":
-            run = lambda es, c=config: [run_transform(e, c["ops"]) for e in es]  # noqa: E731
+            run = lambda es, c=config: run_transform(es, c["ops"], evaluate)  # noqa: E731
         elif kind == "tee":
             def run(es: list[Event], c: dict[str, Any] = config) -> list[Event]:
-                sinks.setdefault(c["to"], []).extend(with_set(e, c.get("set", {})) for e in es)
+                sinks.setdefault(c["to"], []).extend(run_set(es, c.get("set", {}), evaluate))
                 return es
         elif kind == "dedupe":
             run = lambda es, c=config: run_dedupe(es, c["key"], _seconds(c["within"]))  # noqa: E731
@@ -460,14 +489,14 @@ def reference_outputs(case: Case, per_micro_batch: bool = False) -> dict[str, li
             run = lambda es, c=config: run_aggregate(es, c["key"], c["aggs"], c["into"])  # noqa: E731
         elif kind == "complete":
             run = lambda es, c=config: run_complete(es, c["key"], c["parts"], _seconds(c["timeout"]),  # noqa: E731
-                                                    _seconds(c["watermark"]), c["into"])
+                                                    _seconds(c["watermark"]), c["into"], evaluate)
         else:
             def run(es: list[Event], c: dict[str, Any] = config) -> list[Event]:
                 size = _seconds(c["tumbling"])
                 batches = [e[BATCH] for e in es] if per_micro_batch else None
                 taken = on_time(es, size, _seconds(c["watermark"]), batches)
                 return run_window(taken, c["key"], size, c["aggs"])
-        events = when_applies(events, config.get("when"), run)
+        events = when_applies(events, config.get("when"), run, evaluate)
     hidden = (BATCH, TIME, INDEX)
     return {route: [{k: v for k, v in e.items() if k not in hidden} for e in records]
             for route, records in {"": events, **sinks}.items()}
@@ -523,13 +552,16 @@ def _events_apply(case: Case, any_order: bool) -> bool:
 
 
 def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
-    """The reference's records against the local engine's and, with ``spark``, Spark's (order aside)."""
+    """The reference's records against the local engine's and, with ``spark``, Spark's (order aside). Given a
+    Spark session, the reference's expressions are evaluated by Spark's batch SQL over typed rows, and its own
+    evaluator is held to that too."""
     from tests.fuzz.oracles import _differences, _local_outputs, _spark_outputs, _spool, canonical
 
     routes = ["", *case.sinks]
+    evaluate = evaluate_here if spark is None else spark_evaluator(spark)
 
-    def expected(per_micro_batch: bool) -> dict[str, Counter[str]]:
-        outputs = reference_outputs(case, per_micro_batch)
+    def expected(per_micro_batch: bool, by: Evaluate = evaluate) -> dict[str, Counter[str]]:
+        outputs = reference_outputs(case, per_micro_batch, by)
         return {route: Counter(canonical(r) for r in outputs.get(route, [])) for route in routes}
 
     def got(outputs: dict[str, Counter[str]]) -> dict[str, Counter[str]]:
@@ -541,6 +573,8 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
         _spool(case, directory)
         problems += _differences(expected(False), got(_local_outputs(case, directory)), "reference", "local engine")
         if spark is not None:
+            problems += _differences(expected(False, evaluate_here), expected(False), "the reference's evaluator",
+                                     "Spark's batch SQL")
             remote = _spark_outputs(spark, case, directory)
             problems += _differences(expected(True), got(remote), "reference", "spark")
     return problems

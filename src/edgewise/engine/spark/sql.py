@@ -74,6 +74,16 @@ _NUMERIC = {
     "greatest", "least", "pmod", "try_add", "try_subtract", "try_multiply", "try_divide", "hypot", "geo_cell",
     "timestamp_seconds", "timestamp_millis", "timestamp_micros", "width_bucket", "negative", "positive",
 }
+# functions of text: a field no type is known for is read as text for their text argument (the first, or every
+# one), not given to them as its VARIANT, whose own cast to text drops a DECIMAL's fraction zeros (30.0 -> '30')
+_TEXT_FIRST = {
+    "upper", "lower", "ucase", "lcase", "initcap", "ltrim", "rtrim", "btrim", "length", "char_length",
+    "character_length", "len", "left", "right", "lpad", "rpad", "split", "split_part", "repeat", "regexp_replace",
+    "regexp_extract", "regexp_extract_all", "regexp_like", "regexp", "rlike", "ascii",
+}
+_TEXT_ALL = {"replace", "translate", "instr", "startswith", "endswith", "contains"}
+_TEXT_NODES = (exp.Trim, exp.Substring, exp.RegexpLike)
+"""Functions sqlglot parses to nodes of their own, whose ``this`` is their text."""
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.Neg)
 _COMPARISON = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ)
 _ORDERING = (exp.GT, exp.GTE, exp.LT, exp.LTE)
@@ -414,6 +424,10 @@ class _Compiler:
                 return "array<variant>"
             if name in _NUMERIC:
                 return "double"
+            if name in _TEXT_ALL or (name in _TEXT_FIRST and key == "expressions" and index == 0):
+                return "string"
+        if isinstance(parent, _TEXT_NODES) and key == "this":
+            return "string"
         if isinstance(parent, exp.Transform) and key == "this":
             return "array<variant>"
         return None
