@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from edgewise.errors import EvalError
-from edgewise.steps.aggs import encode_value
+from edgewise.steps.state_values import encode_value
 
 
 def canonical(value: Any) -> bytes:

@@ -17,9 +17,10 @@ from pydantic import Field
 
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
-from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
+from edgewise.steps.aggs import AggExpr, Aggregates
 from edgewise.steps.annotate import set_path, split_path
 from edgewise.steps.group_keys import group_key
+from edgewise.steps.state_values import decode_value
 from edgewise.steps.stateful import (
     FAILURES,
     KeyColumns,

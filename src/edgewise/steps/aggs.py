@@ -35,6 +35,8 @@ from edgewise.config.models import checked_by
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr import values as V
 from edgewise.expr.compiler import Expression, compile_expression
+from edgewise.steps.group_keys import match_text
+from edgewise.steps.state_values import decode_value, encode_value
 
 FUNCTIONS = ("count", "sum", "min", "max", "avg", "count_distinct", "histogram")
 _CALL = re.compile(r"^\s*([A-Za-z_]+)\s*\((.*)\)\s*$", re.DOTALL)
@@ -72,12 +74,8 @@ class AggSpec:
             return value if acc is None or _less(value, acc) else acc
         if f == "max":
             return value if acc is None or _less(acc, value) else acc
-        if f == "count_distinct":  # values compare as SQL compares them: 1 and 1.0 are one value, '1' another
-            from edgewise.steps.group_keys import match_text  # it reads this module's encode_value
-
-            text = match_text(value)
-        else:
-            text = _key_text(value)
+        # count_distinct compares values as SQL does: 1 and 1.0 are one value, '1' another
+        text = match_text(value) if f == "count_distinct" else _key_text(value)
         acc = dict(acc)
         acc[text] = acc.get(text, 0) + 1
         return acc
@@ -300,33 +298,3 @@ def _less(a: Any, b: Any) -> bool:
 def _key_text(value: Any) -> str:
     text = V.to_string(value)
     return "" if text is None else text
-
-
-def encode_value(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return {"$ts": V.timestamp_to_us(value)}
-    if isinstance(value, date):
-        return {"$date": value.isoformat()}
-    if isinstance(value, Decimal):
-        return {"$dec": str(value)}
-    if isinstance(value, list):
-        return [encode_value(v) for v in value]
-    if isinstance(value, dict):
-        return {k: encode_value(v) for k, v in value.items()}
-    return value
-
-
-def decode_value(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1:
-            tag, inner = next(iter(value.items()))
-            if tag == "$ts":
-                return V.timestamp_from_us(inner)
-            if tag == "$date":
-                return date.fromisoformat(inner)
-            if tag == "$dec":
-                return Decimal(inner)
-        return {k: decode_value(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [decode_value(v) for v in value]
-    return value

@@ -33,9 +33,9 @@ from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
-from edgewise.steps.aggs import decode_value, encode_value
 from edgewise.steps.annotate import set_path, split_path
 from edgewise.steps.group_keys import match_text, queried_texts
+from edgewise.steps.state_values import decode_value, encode_value
 from edgewise.steps.stateful import END_OF_TIME, Record, StatefulConfig, StatefulStep, records_batch
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from edgewise.steps.aggs import encode_value
+from edgewise.steps.state_values import encode_value
 
 _AS_IS = frozenset({str, int, type(None), Decimal, datetime, date})
 """Key value types whose Python equality and hash are SQL's (a float too, unless NaN)."""

@@ -30,9 +30,10 @@ from edgewise.config.models import Expr, StepConfig
 from edgewise.errors import EvalError, EventsFailed, StepError
 from edgewise.events import Batch, KeyedRows, Payload
 from edgewise.expr.compiler import compile_expression
-from edgewise.steps.aggs import Aggregates, encode_value
+from edgewise.steps.aggs import Aggregates
 from edgewise.steps.base import Step
 from edgewise.steps.group_keys import all_as_is, group_key, plain, single_keys
+from edgewise.steps.state_values import encode_value
 
 if TYPE_CHECKING:
     from edgewise.engine.context import RunContext

@@ -36,8 +36,9 @@ from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, KeyedRows
 from edgewise.expr import values as V
-from edgewise.steps.aggs import AggExpr, Aggregates, decode_value
+from edgewise.steps.aggs import AggExpr, Aggregates
 from edgewise.steps.group_keys import group_key
+from edgewise.steps.state_values import decode_value
 from edgewise.steps.stateful import (
     END_OF_TIME,
     FAILURES,
