@@ -32,6 +32,7 @@ import statistics
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -200,6 +201,25 @@ def windows(directory: Path) -> dict[tuple[str, str], tuple[int, float | None, i
     return found
 
 
+def alternating_rounds(base: Path, count: int, sides: list[str], run_side: Callable[[str, Path], tuple[float, Any]],
+                       check: Callable[[dict[str, Any]], str]) -> dict[str, list[float]]:
+    """``count`` rounds of every side, each in a fresh work directory under ``base``, the first side rotating round
+    by round; ``run_side(side, work)`` gives its seconds and its output, and ``check(outputs)`` compares the
+    outputs (raising ``SystemExit`` where they differ) and says what they hold."""
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    for r in range(count):
+        outputs = {}
+        for side in sides[r % len(sides):] + sides[:r % len(sides)]:  # each side goes first in turn
+            work = base / f"{side.replace(' ', '-')}-{r}"
+            work.mkdir()
+            seconds, outputs[side] = run_side(side, work)
+            times[side].append(seconds)
+        summary = check(outputs)
+        print(f"round {r + 1}: " + ", ".join(f"{side} {times[side][-1]:.1f} s" for side in sides) + f"; {summary}",
+              flush=True)
+    return times
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flights", type=int, default=336_776)
@@ -211,37 +231,34 @@ def main() -> int:
     if args.work == "dedupe":
         return dedupe_main(args)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    sides = ["edgewise", "hand-written", "edgewise-inferred"]
-    times: dict[str, list[float]] = {side: [] for side in sides}
+
+    def run_side(side: str, work: Path) -> tuple[float, Any]:
+        if side == "hand-written":
+            seconds = run([sys.executable, "-c", HAND_WRITTEN, str(source), str(work / "out"), str(args.cores),
+                           SCHEMA], env)
+        else:
+            declared = f', schema: "{SCHEMA}"' if side == "edgewise" else ""
+            pipeline = work / "flights.yaml"
+            pipeline.write_text(PIPELINE.format(source=source, out=work / "out", schema=declared))
+            seconds = run([sys.executable, "-m", "edgewise", "spark", str(pipeline), "--once", "--quiet",
+                           "--master", f"local[{args.cores}]", "--checkpoint", str(work / "ck")], env)
+        return seconds, windows(work / "out")
+
+    def check(results: dict[str, Any]) -> str:
+        expected = results["hand-written"]
+        for side in ("edgewise", "edgewise-inferred"):
+            if results[side] != expected:
+                differ = sorted(k for k in expected.keys() | results[side].keys()
+                                if expected.get(k) != results[side].get(k))
+                raise SystemExit(f"{side} and the hand-written job differ in {len(differ)} windows, e.g. "
+                                 f"{differ[0]}: {results[side].get(differ[0])} vs {expected.get(differ[0])}")
+        return f"{len(expected):,} windows, equal"
+
     with tempfile.TemporaryDirectory(prefix="edgewise-flights-") as tmp:
-        base = Path(tmp)
-        source = base / "flights"
+        source = Path(tmp) / "flights"
         write_flights(source, args.flights)
-        for r in range(args.rounds):
-            results = {}
-            for side in sides[r % 3:] + sides[:r % 3]:  # each side goes first once in three rounds
-                work = base / f"{side}-{r}"
-                work.mkdir()
-                if side == "hand-written":
-                    seconds = run([sys.executable, "-c", HAND_WRITTEN, str(source), str(work / "out"),
-                                   str(args.cores), SCHEMA], env)
-                else:
-                    declared = f', schema: "{SCHEMA}"' if side == "edgewise" else ""
-                    pipeline = work / "flights.yaml"
-                    pipeline.write_text(PIPELINE.format(source=source, out=work / "out", schema=declared))
-                    seconds = run([sys.executable, "-m", "edgewise", "spark", str(pipeline), "--once", "--quiet",
-                                   "--master", f"local[{args.cores}]", "--checkpoint", str(work / "ck")], env)
-                times[side].append(seconds)
-                results[side] = windows(work / "out")
-            expected = results["hand-written"]
-            for side in ("edgewise", "edgewise-inferred"):
-                if results[side] != expected:
-                    differ = sorted(k for k in expected.keys() | results[side].keys()
-                                    if expected.get(k) != results[side].get(k))
-                    raise SystemExit(f"{side} and the hand-written job differ in {len(differ)} windows, e.g. "
-                                     f"{differ[0]}: {results[side].get(differ[0])} vs {expected.get(differ[0])}")
-            print(f"round {r + 1}: " + ", ".join(f"{side} {times[side][-1]:.1f} s" for side in sides)
-                  + f"; {len(expected):,} windows, equal", flush=True)
+        times = alternating_rounds(Path(tmp), args.rounds, ["edgewise", "hand-written", "edgewise-inferred"],
+                                   run_side, check)
     medians = {side: statistics.median(t) for side, t in times.items()}
     result = {"benchmark": "flights-daily-windows-spark-from-process-start", "flights": args.flights,
               "rounds": args.rounds, "cores": args.cores, "python": platform.python_version(),
@@ -260,42 +277,38 @@ def dedupe_main(args: argparse.Namespace) -> int:
     """``--work dedupe``: a tenth of the flights delivered twice; edgewise's ``dedupe`` on the flight's identity
     (``--once`` on Spark, and the local engine) against a hand-written batch job's ``dropDuplicates`` of it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    sides = ["edgewise spark", "hand-written", "edgewise run"]
-    times: dict[str, list[float]] = {side: [] for side in sides}
+
+    def run_side(side: str, work: Path) -> tuple[float, Any]:
+        if side == "hand-written":
+            seconds = run([sys.executable, "-c", HAND_WRITTEN_DEDUPE, str(source), str(work / "out"),
+                           str(args.cores), SCHEMA, ",".join(IDENTITY)], env)
+        else:
+            pipeline = work / "flights.yaml"
+            pipeline.write_text(DEDUPE_PIPELINE.format(source=source, out=work / "out", schema=f', schema: "{SCHEMA}"',
+                                                       key=", ".join(IDENTITY)))
+            command = [sys.executable, "-m", "edgewise", side.split()[1], str(pipeline), "--quiet"]
+            if side == "edgewise spark":
+                command += ["--once", "--master", f"local[{args.cores}]", "--checkpoint", str(work / "ck")]
+            seconds = run(command, env)
+        return seconds, records(work / "out")
+
+    def check(results: dict[str, Any]) -> str:
+        expected = results["hand-written"]
+        if sum(expected.values()) != args.flights:
+            raise SystemExit(f"the hand-written job kept {sum(expected.values())} of {args.flights} flights")
+        for side in ("edgewise spark", "edgewise run"):
+            if results[side] != expected:
+                missing, extra = expected - results[side], results[side] - expected
+                raise SystemExit(f"{side} and the hand-written job differ: {sum(missing.values())} missing, "
+                                 f"{sum(extra.values())} extra, e.g. {next(iter(missing or extra))}")
+        return f"{args.flights:,} flights kept of {args.flights + copies:,} lines, equal"
+
     with tempfile.TemporaryDirectory(prefix="edgewise-flights-") as tmp:
-        base = Path(tmp)
-        source = base / "flights"
+        source = Path(tmp) / "flights"
         write_flights(source, args.flights)
         copies = redeliver(source)
-        for r in range(args.rounds):
-            results = {}
-            for side in sides[r % 3:] + sides[:r % 3]:
-                work = base / f"{side.replace(' ', '-')}-{r}"
-                work.mkdir()
-                if side == "hand-written":
-                    seconds = run([sys.executable, "-c", HAND_WRITTEN_DEDUPE, str(source), str(work / "out"),
-                                   str(args.cores), SCHEMA, ",".join(IDENTITY)], env)
-                else:
-                    pipeline = work / "flights.yaml"
-                    pipeline.write_text(DEDUPE_PIPELINE.format(source=source, out=work / "out",
-                                                               schema=f', schema: "{SCHEMA}"',
-                                                               key=", ".join(IDENTITY)))
-                    command = [sys.executable, "-m", "edgewise", side.split()[1], str(pipeline), "--quiet"]
-                    if side == "edgewise spark":
-                        command += ["--once", "--master", f"local[{args.cores}]", "--checkpoint", str(work / "ck")]
-                    seconds = run(command, env)
-                times[side].append(seconds)
-                results[side] = records(work / "out")
-            expected = results["hand-written"]
-            if sum(expected.values()) != args.flights:
-                raise SystemExit(f"the hand-written job kept {sum(expected.values())} of {args.flights} flights")
-            for side in ("edgewise spark", "edgewise run"):
-                if results[side] != expected:
-                    missing, extra = expected - results[side], results[side] - expected
-                    raise SystemExit(f"{side} and the hand-written job differ: {sum(missing.values())} missing, "
-                                     f"{sum(extra.values())} extra, e.g. {next(iter(missing or extra))}")
-            print(f"round {r + 1}: " + ", ".join(f"{side} {times[side][-1]:.1f} s" for side in sides)
-                  + f"; {args.flights:,} flights kept of {args.flights + copies:,} lines, equal", flush=True)
+        times = alternating_rounds(Path(tmp), args.rounds, ["edgewise spark", "hand-written", "edgewise run"],
+                                   run_side, check)
     medians = {side: statistics.median(t) for side, t in times.items()}
     ratios = [round(e / h, 3) for e, h in zip(times["edgewise spark"], times["hand-written"], strict=True)]
     result = {"benchmark": "flights-dedupe-spark-from-process-start", "flights": args.flights,

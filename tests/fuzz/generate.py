@@ -21,6 +21,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -195,6 +196,12 @@ class Case:
     """Spark reads one segment per micro-batch (``--max-files-per-trigger 1``), not all in one."""
     schema: str = ""
     """The source's ``schema`` (a DDL string of the events' fields, which Spark reads them as; empty: none)."""
+    tables: dict[str, Any] = field(default_factory=dict)
+    """Lookup tables beside the pipeline file: file name -> JSON content (``write_tables``)."""
+
+    def write_tables(self, directory: Path) -> None:
+        for name, content in self.tables.items():
+            (directory / name).write_bytes(orjson.dumps(content))
 
     @property
     def has_watermark(self) -> bool:
@@ -243,6 +250,8 @@ class Case:
         if self.envelopes or self.files != 1 or self.cuts or self.micro_batches:  # how the spool holds them (kept
             # cases replay it)
             doc.update(envelopes=self.envelopes, files=self.files, cuts=self.cuts, micro_batches=self.micro_batches)
+        if self.tables:
+            doc["tables"] = self.tables
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
 
     def spool_files(self) -> dict[str, bytes]:

@@ -84,8 +84,10 @@ def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
 
 
 def _spool(case: Case, directory: Path) -> None:
-    """The case's spool, its segments' modification times in name order (Spark reads a spool by them)."""
+    """The case's spool, its segments' modification times in name order (Spark reads a spool by them), and its
+    lookup tables."""
     (directory / "in").mkdir(parents=True, exist_ok=True)
+    case.write_tables(directory)
     for n, (name, content) in enumerate(case.spool_files().items()):
         path = directory / "in" / name
         path.write_bytes(content)
@@ -135,12 +137,14 @@ def crashed_vs_uninterrupted(case: Case, crashes: list[int], batch_size: int, fl
     """Oracle (b): crash markers after the given event counts, and with ``flaky_sinks`` n every sink's n-th write
     failing once (a sink briefly down); the restarted run's records (by id, as an idempotent sink keeps them) must
     equal an uninterrupted run's with sinks that never fail."""
-    plan = load_text_plan(case.pipeline_text())
     events: list[Any] = list(case.events)
     for position in sorted(set(crashes), reverse=True):
         events.insert(min(position, len(events)), CRASH)
-    clean = run(plan, case.events, clock=FakeClock(NOW_US), batch_size=batch_size)
-    crashed = run(plan, events, clock=FakeClock(NOW_US), batch_size=batch_size, flaky_sinks=flaky_sinks)
+    with tempfile.TemporaryDirectory(prefix="edgewise-fuzz-") as tmp:  # beside the pipeline: its lookup tables
+        case.write_tables(Path(tmp))
+        plan = load_text_plan(case.pipeline_text(), file=str(Path(tmp) / "pipeline.yaml"), base_dir=tmp)
+        clean = run(plan, case.events, clock=FakeClock(NOW_US), batch_size=batch_size)
+        crashed = run(plan, events, clock=FakeClock(NOW_US), batch_size=batch_size, flaky_sinks=flaky_sinks)
 
     def by_id(result: Any) -> Outputs:
         out: Outputs = {"": Counter(canonical(r) for r in result.outputs["p"])}

@@ -30,7 +30,8 @@ What it covers, and what it leaves to the other oracles:
   the window has seen minus its delay) with the watermark moving after each event for the local engine and once
   per micro-batch for Spark, given the micro-batch boundaries (the spool's segments, one per micro-batch, or all
   in one);
-- not yet: ``lookup``, ``spawn``, ``tee``'s ``keep``, ``capture`` and processing time in ``complete``, failing values,
+- ``lookup`` over a JSON table (merged or ``into``, all columns or ``fields``, ``missing`` NULL or ``drop``);
+- not yet: ``spawn``, ``tee``'s ``keep``, ``capture`` and processing time in ``complete``, failing values,
   lateness after ``dedupe`` or ``aggregate`` (out-of-order events reach them in an order Spark does not keep:
   docs/spark.md, Order).
 
@@ -106,6 +107,8 @@ VALUES: list[tuple[str, Callable[[Event], Any]]] = [
     ("k IS NULL", lambda e: e.get("k") is None),
     ("concat(k, '-')", _of("k", lambda v: v + "-")),
     ("upper(s)", _of("s", str.upper)),
+    ("lower(k)", _of("k", str.lower)),
+    ("k", lambda e: e.get("k")),
     ("length(s)", _of("s", len)),
     ("true", lambda e: True),
 ]
@@ -172,6 +175,14 @@ def reference_cases(draw: st.DrawFn) -> Case:
             config["to"] = "copies"
             if draw(st.booleans()):
                 config["set"] = draw(_settings(i))
+        elif kind == "lookup":
+            config.update(table=TABLE, key=draw(st.sampled_from(["k", "lower(k)"])), match="k")
+            if draw(st.booleans()):
+                config["fields"] = ["region"]
+            if draw(st.booleans()):
+                config["into"] = f"info{i}"
+            if draw(st.booleans()):
+                config["missing"] = "drop"
         elif kind == "dedupe":
             config.update(key=draw(st.sampled_from(["k", "x"])), within=draw(st.sampled_from(["3s", "5s", "20s"])),
                           watermark=WATERMARK)
@@ -191,10 +202,15 @@ def reference_cases(draw: st.DrawFn) -> Case:
         steps.append({kind: config})
     envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
     return Case(steps, events, sinks, sorted(envelopes), draw(st.integers(1, 3)), *draw(arrivals(len(events))),
-                schema=draw(st.sampled_from(["", SCHEMA])))
+                schema=draw(st.sampled_from(["", SCHEMA])), tables={TABLE: REGIONS} if "lookup" in kinds else {})
 
 
-STEPS = ["filter", "gate", "annotate", "transform", "tee", "dedupe", "aggregate"]
+TABLE = "regions.json"
+REGIONS = [{"k": "a", "region": "north", "w": 2}, {"k": "b", "region": "Süd", "w": None},
+           {"k": "c", "region": "", "w": 1.5}]
+"""The lookup table a reference case's ``lookup`` steps join (the key ``'ä'`` and NULL have no row)."""
+
+STEPS = ["filter", "gate", "annotate", "transform", "tee", "lookup", "dedupe", "aggregate"]
 """The steps a chain draws before its last (a window, a completion or none)."""
 
 
@@ -304,6 +320,26 @@ def run_transform(events: list[Event], ops: list[dict[str, Any]], evaluate: Eval
         else:  # keep
             events = [{k: v for k, v in e.items() if k in arg or k.startswith("__")} for e in events]
     return events
+
+
+def run_lookup(events: list[Event], keys: list[Any], config: dict[str, Any], rows: list[dict[str, Any]]) -> list[Event]:
+    """``lookup``: the table's row whose ``match`` column equals the key (as text); its columns (``fields``, or all
+    but the key) merged into the event or, with ``into``, an object there. An event with no row (a NULL key
+    included) is dropped with ``missing: drop``, and otherwise kept with those columns NULL (``into`` NULL)."""
+    match = config["match"]
+    table = {str(row[match]): row for row in rows}
+    columns = config.get("fields") or [c for c in rows[0] if c != match]
+    out = []
+    for e, key in zip(events, keys, strict=True):
+        row = None if key is None else table.get(str(key))
+        if row is None and config.get("missing") == "drop":
+            continue
+        selected = None if row is None else {c: row.get(c) for c in columns}
+        if "into" in config:
+            out.append({**e, config["into"]: selected})
+        else:
+            out.append({**e, **(selected or dict.fromkeys(columns))})
+    return out
 
 
 def when_applies(events: list[Event], when: str | None, step: Callable[[list[Event]], list[Event]],
@@ -483,6 +519,8 @@ def reference_outputs(case: Case, per_micro_batch: bool = False,
             def run(es: list[Event], c: dict[str, Any] = config) -> list[Event]:
                 sinks.setdefault(c["to"], []).extend(run_set(es, c.get("set", {}), evaluate))
                 return es
+        elif kind == "lookup":
+            run = lambda es, c=config: run_lookup(es, evaluate(c["key"], es), c, case.tables[c["table"]])  # noqa: E731
         elif kind == "dedupe":
             run = lambda es, c=config: run_dedupe(es, c["key"], _seconds(c["within"]))  # noqa: E731
         elif kind == "aggregate":
@@ -532,6 +570,8 @@ def _step_applies(kind: str, config: dict[str, Any]) -> bool:
     if kind == "transform":
         return all(next(iter(op)) in ("rename", "drop", "keep") or all(v in values for v in op["set"].values())
                    for op in config["ops"])
+    if kind == "lookup":
+        return bool(config["key"] in values and config.get("missing", "null") in ("null", "drop"))
     if kind == "dedupe":
         return bool(config["key"] in ("k", "x"))
     if kind in ("aggregate", "window"):

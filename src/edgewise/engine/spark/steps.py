@@ -271,17 +271,38 @@ def runs_in_python(step: Step) -> bool:
                                             for op in cast("TransformConfig", step.config).ops)
 
 
+WHEN_DECIDED = "_when_decided"
+"""A transform's ``when``, decided once for all its operations."""
+
+
 def compile_transform(stage: Stage, step: TransformStep) -> Stage:
-    for i, op in enumerate(cast("TransformConfig", step.config).ops):
-        stage = _transform_op(stage, step, op, i)
-    return stage
+    from pyspark.sql import functions as f
+
+    ops = cast("TransformConfig", step.config).ops
+    when = step.config.when
+    if when is None or len(ops) == 1:
+        for i, op in enumerate(ops):
+            stage = _transform_op(stage, step, op, i)
+        return stage
+    # ``when`` is decided on the event as it came to the step, as locally: an operation that changes a field the
+    # condition reads must not change which rows the later ones apply to (found by the pipeline fuzzer: `when: x IS
+    # NULL` with `set: {x: coalesce(x, 0)}` then `keep` kept every field). The first operation still evaluates it
+    # itself, with its errors, which take the step's on_error
+    decided = f"coalesce({StepExprs(step, stage.types).when_sql(when)}, false)"
+    stage = Stage(stage.df.withColumn(WHEN_DECIDED, f.expr(decided)), stage.types, stage.pipeline, stage.now_sql)
+    for i, op in enumerate(ops):
+        stage = _transform_op(stage, step, op, i, None if i == 0 else f"({F.LIVE} AND {WHEN_DECIDED})")
+    return Stage(stage.df.drop(WHEN_DECIDED), stage.types, stage.pipeline, stage.now_sql)
 
 
-def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int) -> Stage:
+def _transform_op(stage: Stage, step: TransformStep, op: TransformOp, index: int,
+                  decided: str | None = None) -> Stage:
+    """One operation of a transform, on the rows its ``when`` (or ``decided``: SQL of that, decided before the
+    operations began) applies to."""
     from pyspark.sql import functions as f
 
     exprs = StepExprs(step, stage.types)
-    applies = _applies(step, exprs)
+    applies = decided or _applies(step, exprs)
     types = stage.types
     if op.set is not None:
         values, paths = _assignments(stage, step, exprs, dict(op.set), f"t{index}_", types)
