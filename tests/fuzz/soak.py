@@ -68,7 +68,7 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
             counts[oracle] += 1
             problems = crashed_vs_uninterrupted(case, crashes, batch_size, flaky)
             if problems:
-                where = f"crashes after events {crashes}, batch size {batch_size}, every {flaky}th sink write fails"
+                where = f"crashes after events {crashes}, batch size {batch_size}, one sink write in {flaky} fails"
                 last["found"] = Found(oracle, case, [*problems, where])
                 raise last["found"]
     elif oracle == "batch":
