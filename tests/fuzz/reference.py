@@ -42,6 +42,7 @@ a Spark session) with Spark's.
 from __future__ import annotations
 
 import math
+import operator
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -62,15 +63,18 @@ def _and(a: Truth, b: Truth) -> Truth:
     return None if a is None or b is None else True
 
 
+def _of(field: str, fn: Callable[[Any], Any]) -> Callable[[Event], Any]:
+    """``fn`` of a field, NULL when the field is NULL or missing (as SQL's operators and functions give)."""
+    return lambda e: None if e.get(field) is None else fn(e[field])
+
+
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {">": operator.gt, "<": operator.lt, "<=": operator.le,
+                                                      "=": operator.eq}
+
+
 def _compare(field: str, op: str, literal: Any, of: Callable[[Any], Any] = lambda v: v) -> Callable[[Event], Truth]:
     """``of(field) op literal``, NULL when the field is (``of`` an arithmetic on it)."""
-    def test(e: Event) -> Truth:
-        value = e.get(field)
-        if value is None:
-            return None
-        value = of(value)
-        return {">": value > literal, "<": value < literal, "<=": value <= literal, "=": value == literal}[op]
-    return test
+    return _of(field, lambda v: _OPERATORS[op](of(v), literal))
 
 
 def _remainder(value: Any, divisor: int) -> Any:
@@ -92,13 +96,6 @@ CONDITIONS: list[tuple[str, Callable[[Event], Truth]]] = [
 ]
 """The conditions a reference case's filters draw: their SQL and their meaning (NULL where SQL gives NULL)."""
 
-
-
-def _of(field: str, fn: Callable[[Any], Any]) -> Callable[[Event], Any]:
-    """``fn`` of a field, NULL when the field is NULL or missing (as SQL's operators and functions give)."""
-    return lambda e: None if e.get(field) is None else fn(e[field])
-
-
 VALUES: list[tuple[str, Callable[[Event], Any]]] = [
     ("x * 2", _of("x", lambda v: v * 2)),
     ("x - 1", _of("x", lambda v: v - 1)),
@@ -113,6 +110,8 @@ VALUES: list[tuple[str, Callable[[Event], Any]]] = [
     ("true", lambda e: True),
 ]
 """The values ``annotate``, ``transform`` and ``tee`` set: their SQL and their meaning."""
+
+MEANINGS: dict[str, Callable[[Event], Any]] = {**dict(CONDITIONS), **dict(VALUES)}
 
 NUMERIC_VALUES = ["x * 2", "x - 1", "x % 3", "coalesce(x, 0)", "length(s)"]
 """The values that may replace ``x`` (which the conditions and aggregates read as a number)."""
@@ -262,7 +261,7 @@ Evaluate = Callable[[str, list[Event]], list[Any]]
 
 def evaluate_here(text: str, events: list[Event]) -> list[Any]:
     """The reference's own evaluator: the meanings ``CONDITIONS`` and ``VALUES`` give."""
-    meaning = {**dict(CONDITIONS), **dict(VALUES)}[text]
+    meaning = MEANINGS[text]
     return [meaning(e) for e in events]
 
 
