@@ -3,8 +3,11 @@ missing service fails the test instead of skipping it."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +20,11 @@ REQUIRE_SERVICES = os.environ.get("EDGEWISE_REQUIRE_SERVICES") == "1"
 # startup.py): the tests stay independent of earlier runs, and no 30 s archive build competes with them.
 # tests/spark/test_startup.py turns it on, with its own cache.
 os.environ["EDGEWISE_SPARK_ARCHIVE"] = "off"
+# what runs keep between runs (parsed expressions: edgewise/expr/tree_cache.py) goes to a directory of this test
+# process's own, removed when it ends, never the user's cache: a test sees only what this test run parsed
+_CACHE = tempfile.mkdtemp(prefix="edgewise-test-cache-")
+os.environ["EDGEWISE_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
 # Spark drivers the tests launch compile with C1 only, as the shared session does (spark_session's short_lived),
 # commands in a subprocess included: the workers keep both cores busy, and C2's compiling cost the suite a sixth
 # of its CPU (DEVELOPING.md)

@@ -113,7 +113,7 @@ def test_public_api_is_exactly_all() -> None:
 
     modules = {"cli", "config", "errors", "events", "expr", "steps", "engine", "sinks", "sources", "jsonio",
                "testing", "clock", "durations", "annotations", "state", "daemon", "diff", "replay", "progress",
-               "entwine", "binge", "bench", "wording", "tracecontext"}
+               "entwine", "binge", "bench", "wording", "tracecontext", "cachedir"}
     public = {n for n in dir(edgewise) if not n.startswith("_")} - modules
     assert public == set(edgewise.__all__) - {"__version__"}
 
@@ -155,3 +155,27 @@ def test_keep_open_without_once_is_refused_before_spark_starts(capsys: pytest.Ca
     code = main(["spark", str(ROOT / "examples" / "ysb" / "windowed.yaml"), "--keep-open"])
     assert code == 2
     assert "--keep-open goes with --once" in capsys.readouterr().err
+
+
+def test_only_the_named_command_is_built_and_every_command_is_still_listed(capsys: pytest.CaptureFixture[str]
+                                                                           ) -> None:
+    """The parser builds the options of the command a run names (``cli._Commands``); help, a misspelt command and
+    a command after a top-level option read as with every command built."""
+    from edgewise.cli import build_parser
+
+    full = {name: sorted(p._option_string_actions) for name, p in build_parser().
+            _subparsers._group_actions[0].choices.items()}  # type: ignore[union-attr]
+    assert len(full) >= 17
+    for argv in (["run", "p.yaml"], ["--debug", "serve", "p.yaml"], ["keygen", "k"]):
+        name = next(a for a in argv if not a.startswith("-"))
+        built = build_parser(argv)._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        assert list(built) == [name]
+        assert sorted(built[name]._option_string_actions) == full[name]
+    with pytest.raises(SystemExit):
+        main(["rnu", "p.yaml"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'rnu'" in err and all(f"'{name}'" in err for name in full)
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in full)

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
 import sys
-import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edgewise import __version__
 from edgewise.errors import ConfigError, EdgewiseError, InputMissing, PluginError, SinkError, SourceError
@@ -47,8 +44,9 @@ examples:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(given)
+    args = parser.parse_args(given)
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_CONFIG
@@ -93,13 +91,57 @@ def unexpected(exc: BaseException) -> str:
     return f"{type(exc).__name__}{': ' + message if message else ''}{where}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Commands:
+    """The subcommands, built only for the command this invocation runs (every one for ``--help`` or when no
+    command is named): the parsers and ~150 options of all of them cost a one-shot run more than its own work.
+    A name that is no command gets every command listed, as argparse's error lists its choices."""
+
+    def __init__(self, sub: Any, wanted: str | None) -> None:
+        self.sub = sub
+        self.wanted = wanted
+        self.choices = sub.choices
+        self.skipped: list[tuple[str, str | None]] = []
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        if self.wanted is None or name == self.wanted:
+            return self.sub.add_parser(name, **kwargs)
+        self.skipped.append((name, kwargs.get("help")))
+        return _NotBuilt()
+
+    def finish(self) -> None:
+        if self.wanted is not None and self.wanted not in self.choices:
+            for name, help_line in self.skipped:
+                self.sub.add_parser(name, help=help_line)
+
+
+class _NotBuilt:
+    """Takes the options of a command that is not run, and forgets them."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self
+
+
+def _command_named(argv: Sequence[str] | None) -> str | None:
+    """The command ``argv`` names (its first word that is not an option), or None for all of them: no argv (the
+    whole parser, for docs and tests), or a help option before any command."""
+    if argv is None:
+        return None
+    for word in argv:
+        if word in ("-h", "--help"):
+            return None
+        if not word.startswith("-"):
+            return word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``argv``, only the options of the command it names are built."""
     parser = argparse.ArgumentParser(prog="edgewise", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"edgewise {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback of an internal error (also: EDGEWISE_DEBUG=1)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = _Commands(parser.add_subparsers(dest="command", metavar="COMMAND"), _command_named(argv))
 
     run = sub.add_parser("run", help="run pipelines over input, once (command mode)",
                          description="Run the pipelines of a file over its sources, or over INPUT (NDJSON; '-' "
@@ -358,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     functions = sub.add_parser("functions", help="list the functions expressions may call")
     functions.add_argument("--markdown", action="store_true", help="as the reference table in docs/")
     functions.set_defaults(handler=cmd_functions)
+    sub.finish()
     for command in sub.choices.values():  # `edgewise serve FILE --debug` as well as `edgewise --debug serve FILE`
         command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="show the Python traceback of an internal error (also: EDGEWISE_DEBUG=1)")
@@ -579,6 +622,9 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     count = len(job.compiled)
     status.say(f"edgewise: {count} pipeline{'' if count == 1 else 's'} on Spark {spark.version} "
                f"({spark.sparkContext.master}), checkpoint {os.path.abspath(args.checkpoint)}")
+    import signal
+    import threading
+
     stop = threading.Event()
     signalled: list[str] = []
 
@@ -609,6 +655,8 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    import json
+
     from edgewise.config.schema import pipeline_file_schema
 
     print(json.dumps(pipeline_file_schema(), indent=2))
@@ -647,6 +695,8 @@ def _show_diff(report: DiffReport, old: str, new: str, form: str, *, limit: int 
     from edgewise.diff import as_json, render_text
 
     if form == "json":
+        import json
+
         print(json.dumps(as_json(report), ensure_ascii=False, indent=1))
     else:
         if heading:

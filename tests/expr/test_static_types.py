@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from edgewise.expr.compiler import compile_expression, parse
+from edgewise.expr.compiler import compile_expression
+from edgewise.expr.parsing import parse
 from edgewise.expr.typecheck import ARRAY, BOOLEAN, NUMERIC, STRING, TIMESTAMP, static_type
 
 CALLS = [

@@ -121,6 +121,9 @@ EDGE_ARGUMENTS = ["NULL", "''", "'ä€𝄞'", "'(['", "'yyyy-MM-dd HH:mm'", "'2
 """What any function is called with: NULL, empty and odd text, a bad regex, a format string, an invalid date,
 boundary integers, negative zero, empty and NULL-holding arrays, and the generated events' fields."""
 
+ARRIVALS: Counter[str] = Counter()
+"""How often each arrival pattern (``arrivals``) was drawn since the process started (the soak prints it)."""
+
 DRAWN_FUNCTIONS: Counter[str] = Counter()
 """How often each function was drawn into a pipeline that loads, since the process started (the soak prints it)."""
 
@@ -194,6 +197,9 @@ class Case:
     """Where segments start (event indexes, random cut points); empty: ``files`` equal parts."""
     micro_batches: bool = False
     """Spark reads one segment per micro-batch (``--max-files-per-trigger 1``), not all in one."""
+    equal_times: bool = False
+    """Every segment has the same modification time (a daemon's spool can write several within its clock's
+    resolution): only their names give their order."""
     schema: str = ""
     """The source's ``schema`` (a DDL string of the events' fields, which Spark reads them as; empty: none)."""
     tables: dict[str, Any] = field(default_factory=dict)
@@ -247,9 +253,10 @@ class Case:
     def fixture_text(self, name: str) -> str:
         """The case as an ``edgewise test`` fixture (no expectations: the oracles decide)."""
         doc: dict[str, Any] = {"name": name, "pipeline": self.pipeline(), "events": self.events}
-        if self.envelopes or self.files != 1 or self.cuts or self.micro_batches:  # how the spool holds them (kept
-            # cases replay it)
-            doc.update(envelopes=self.envelopes, files=self.files, cuts=self.cuts, micro_batches=self.micro_batches)
+        if self.envelopes or self.files != 1 or self.cuts or self.micro_batches or self.equal_times:  # how the spool
+            # holds them (kept cases replay it)
+            doc.update(envelopes=self.envelopes, files=self.files, cuts=self.cuts, micro_batches=self.micro_batches,
+                       equal_times=self.equal_times)
         if self.tables:
             doc["tables"] = self.tables
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
@@ -361,11 +368,16 @@ def cases(draw: st.DrawFn, *, spark: bool = False, max_steps: int = 4) -> Case:
 
 
 @st.composite
-def arrivals(draw: st.DrawFn, n: int) -> tuple[list[int], bool]:
+def arrivals(draw: st.DrawFn, n: int) -> tuple[list[int], bool, bool]:
     """How a stream of ``n`` events arrives: random cut points between spool segments (or none: ``files`` equal
-    parts), and whether Spark reads a segment per micro-batch."""
+    parts), whether Spark reads a segment per micro-batch, and whether the segments share one modification
+    time."""
     cuts = draw(st.lists(st.integers(1, max(1, n - 1)), max_size=3, unique=True)) if n > 1 else []
-    return sorted(cuts), draw(st.booleans())
+    micro_batches, equal_times = draw(st.booleans()), draw(st.booleans())
+    ARRIVALS["random cut points" if cuts else "equal parts"] += 1
+    ARRIVALS["a segment per micro-batch" if micro_batches else "all segments in one micro-batch"] += 1
+    ARRIVALS["equal modification times" if equal_times else "modification times in name order"] += 1
+    return sorted(cuts), micro_batches, equal_times
 
 
 def _window_after_results_behind_the_watermark(kinds: list[str]) -> int | None:

@@ -85,14 +85,15 @@ def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
 
 
 def _spool(case: Case, directory: Path) -> None:
-    """The case's spool, its segments' modification times in name order (Spark reads a spool by them), and its
-    lookup tables."""
+    """The case's spool, its segments' modification times in name order or all equal (``Case.equal_times``: both
+    engines read a spool by name), and its lookup tables."""
     (directory / "in").mkdir(parents=True, exist_ok=True)
     case.write_tables(directory)
     for n, (name, content) in enumerate(case.spool_files().items()):
         path = directory / "in" / name
         path.write_bytes(content)
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+        written = 1_000_000 if case.equal_times else 1_000_000 + n
+        os.utime(path, (written, written))
 
 
 class Rejected(Exception):

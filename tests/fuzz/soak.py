@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from tests.fuzz.generate import DRAWN_FUNCTIONS, Case, batch_cases, cases
+from tests.fuzz.generate import ARRIVALS, DRAWN_FUNCTIONS, Case, batch_cases, cases
 from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
 from tests.fuzz.queue_model import queue_ops, queue_vs_model
 from tests.fuzz.reference import reference_cases, reference_vs_engines
@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"done: {sum(counts[o] for o in oracles)} examples ({tried}), {len(failures)} failing", flush=True)
     if "crash" in oracles:
         print(function_coverage(DRAWN_FUNCTIONS), flush=True)
+    if ARRIVALS:
+        print("arrival patterns drawn: " + ", ".join(f"{k} {n}" for k, n in sorted(ARRIVALS.items())), flush=True)
     return 1 if failures else 0
 
 

@@ -51,7 +51,8 @@ def kept_cases() -> list[tuple[str, Case, str]]:
         case = Case(doc["pipeline"]["pipelines"][0]["steps"], doc["events"],
                     [s["id"] for s in doc["pipeline"].get("sinks", [])], doc.get("envelopes", []),
                     doc.get("files", 1), doc.get("cuts", []), doc.get("micro_batches", False),
-                    doc["pipeline"]["sources"][0].get("schema", ""), doc.get("tables", {}))
+                    doc.get("equal_times", False), schema=doc["pipeline"]["sources"][0].get("schema", ""),
+                    tables=doc.get("tables", {}))
         out.append((path.name, case, doc.get("oracle", "all")))
     return out
 

@@ -19,6 +19,7 @@ from edgewise.config.plan import PipelinePlan, Plan
 from edgewise.config.validate import validate_model
 from edgewise.config.yamlpos import Document, Path, load_file, load_text
 from edgewise.errors import ConfigError, PluginError
+from edgewise.expr import tree_cache
 from edgewise.expr.compiler import compile_expression
 
 __all__ = ["BuildContext", "Plan", "load", "load_document", "load_text_plan"]
@@ -35,8 +36,11 @@ class BuildContext:
 
 
 def load(path: str) -> Plan:
-    """Load and check a pipeline file; raises ``ConfigError`` with every problem located."""
-    return load_document(load_file(path))
+    """Load and check a pipeline file; raises ``ConfigError`` with every problem located. The expressions it
+    parsed are kept for the next run (``expr/tree_cache.py``)."""
+    plan = load_document(load_file(path))
+    tree_cache.save()
+    return plan
 
 
 def load_text_plan(text: str, file: str = "<text>", base_dir: str = ".") -> Plan:

@@ -33,11 +33,12 @@ def checked_by(parse: Callable[[str], object]) -> Callable[[str], str]:
 
 
 def _compile(text: str) -> object:
-    from edgewise.expr.compiler import compile_expression, parse
+    from edgewise.expr.compiler import compile_expression
+    from edgewise.expr.tree_cache import parse_node
     from edgewise.expr.typecheck import check_types
 
     compiled = compile_expression(text)
-    check_types(parse(text), text)
+    check_types(parse_node(text), text)
     return compiled
 
 

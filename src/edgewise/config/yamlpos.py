@@ -7,11 +7,12 @@ data, so the loaded document is plain dicts and lists.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from edgewise.errors import ConfigError, Location
+
+if TYPE_CHECKING:
+    import yaml
 
 Path = tuple[str | int, ...]
 
@@ -62,6 +63,8 @@ class Document:
 
 def load_text(text: str, file: str) -> Document:
     """Parse YAML or JSON text. Syntax errors and duplicate keys become a located ``ConfigError``."""
+    import yaml  # here, not at the top: a file loaded before comes from the cache (``document_cache.py``)
+
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -97,11 +100,19 @@ def load_file(path: str) -> Document:
         raise ConfigError(f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})", Location(path)) from None
     except OSError as exc:
         raise ConfigError(f"cannot read {path}: {exc.strerror}") from None
-    return load_text(text, path)
+    from edgewise.config import document_cache
+
+    document = document_cache.cached(text, path)
+    if document is None:
+        document = load_text(text, path)
+        document_cache.keep(text, document)
+    return document
 
 
 def _build(loader: yaml.SafeLoader, node: yaml.Node, path: Path, positions: dict[Path, tuple[int, int]],
            file: str) -> Any:
+    import yaml
+
     positions[path] = (node.start_mark.line + 1, node.start_mark.column + 1)
     if isinstance(node, yaml.MappingNode):
         loader.flatten_mapping(node)

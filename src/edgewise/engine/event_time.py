@@ -109,23 +109,22 @@ def event_time_function(expr: Expression) -> EventTimeFunction:
 def _epoch_shape(text: str) -> tuple[str, int, bool] | None:
     """(field, µs per unit, whether the field is cast to an integer) for the shapes ``event_time_function``
     computes directly; ``None`` for everything else."""
-    from sqlglot import exp
+    from edgewise.expr.tree import enum_name, isa
+    from edgewise.expr.tree_cache import parse_node
 
-    from edgewise.expr.compiler import parse
-
-    tree = parse(text)
-    if not isinstance(tree, exp.Anonymous) or len(tree.expressions) != 1:
+    tree = parse_node(text)
+    if not isa(tree, "Anonymous") or len(tree.expressions) != 1:
         return None
     factor = _EPOCH_FUNCTIONS.get(str(tree.this).lower())
     if factor is None:
         return None
     arg = tree.expressions[0]
     cast = False
-    if isinstance(arg, exp.Cast):  # the dialect parses CAST as a TryCast node with safe unset
-        if arg.args.get("safe") or arg.to.this.name != "BIGINT":
+    if isa(arg, "Cast"):  # the dialect parses CAST as a TryCast node with safe unset
+        if arg.args.get("safe") or enum_name(arg.to.this) != "BIGINT":
             return None
         cast, arg = True, arg.this
-    if not isinstance(arg, exp.Column) or arg.table or not isinstance(arg.this, exp.Identifier):
+    if not isa(arg, "Column") or arg.args.get("table") or not isa(arg.this, "Identifier"):
         return None
     return arg.this.this, factor, cast
 

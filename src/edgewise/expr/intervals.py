@@ -23,10 +23,9 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from sqlglot import exp
-
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr.timefmt import cast_to_timestamp
+from edgewise.expr.tree import isa
 from edgewise.expr.values import timestamp_to_string, type_name
 
 _DAY_TIME_US = {"WEEK": 7 * 86_400_000_000, "DAY": 86_400_000_000, "HOUR": 3_600_000_000, "MINUTE": 60_000_000,
@@ -55,17 +54,17 @@ class Interval:
         return Interval(-self.months, -self.micros, self.kind)
 
 
-def interval_of(node: exp.Interval) -> Interval:
+def interval_of(node: Any) -> Interval:
     """The value of an ``INTERVAL <amount> <unit>`` literal; other forms are a ``ConfigError``."""
     unit_node = node.args.get("unit")
     written = node.sql(dialect="spark")
-    if not isinstance(unit_node, exp.Var):
+    if not isa(unit_node, "Var"):
         raise ConfigError(f"{written!r}: an INTERVAL takes one unit here (INTERVAL '90' MINUTE, INTERVAL 2 DAYS); "
                           "add two intervals for two units")
     unit = unit_node.name.upper()
     unit = unit[:-1] if unit.endswith("S") and unit[:-1] in (*_DAY_TIME_US, *_YEAR_MONTH) else unit
     amount = node.this
-    text = amount.this if isinstance(amount, exp.Literal) else None
+    text = amount.this if isa(amount, "Literal") else None
     if text is None or not re.fullmatch(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)\s*", str(text)):
         raise ConfigError(f"{written!r}: an INTERVAL's amount is a number, e.g. INTERVAL '30' MINUTE")
     value = Decimal(str(text).strip())  # a number: the pattern above
@@ -82,36 +81,36 @@ def interval_of(node: exp.Interval) -> Interval:
     return Interval(micros=int(micros))
 
 
-def beside_interval(node: exp.Expression) -> bool:
+def beside_interval(node: Any) -> bool:
     """``+`` or ``-`` (``node``) with an interval operand (``interval_operand``): interval arithmetic, whatever the
     other operand is."""
     return any(_has_interval(operand) for operand in (node.this, node.expression))
 
 
-def _has_interval(node: exp.Expression) -> bool:
-    if isinstance(node, exp.Interval):
+def _has_interval(node: Any) -> bool:
+    if isa(node, "Interval"):
         return True
-    if isinstance(node, exp.Paren | exp.Neg):
+    if isa(node, "Paren", "Neg"):
         return _has_interval(node.this)
-    if isinstance(node, exp.Add | exp.Sub):
+    if isa(node, "Add", "Sub"):
         return _has_interval(node.this) and _has_interval(node.expression)
     return False
 
 
-def interval_operand(node: exp.Expression) -> Interval | None:
+def interval_operand(node: Any) -> Interval | None:
     """The interval ``node`` is (a literal, a sum or difference of literals, negated, in parentheses), or None where
     it is not one."""
-    if isinstance(node, exp.Interval):
+    if isa(node, "Interval"):
         return interval_of(node)
-    if isinstance(node, exp.Paren):
+    if isa(node, "Paren"):
         return interval_operand(node.this)
-    if isinstance(node, exp.Neg):
+    if isa(node, "Neg"):
         inner = interval_operand(node.this)
         return None if inner is None else -inner
-    if isinstance(node, exp.Add | exp.Sub):
+    if isa(node, "Add", "Sub"):
         left, right = interval_operand(node.this), interval_operand(node.expression)
         if left is not None and right is not None:
-            return left + (right if isinstance(node, exp.Add) else -right)
+            return left + (right if isa(node, "Add") else -right)
     return None
 
 

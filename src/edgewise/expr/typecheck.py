@@ -9,7 +9,7 @@ is a config error at its line instead of a pipeline that silently drops every ev
   field (its type unknown until run time) is fine;
 * arithmetic with a string literal that is not a number (``speed + 'fast'``) is an error.
 
->>> static_type(parse("temp + 1")), static_type(parse("temp > 1")), static_type(parse("temp")) is None
+>>> static_type(parse_node("temp + 1")), static_type(parse_node("temp > 1")), static_type(parse_node("temp")) is None
 ('NUMERIC', 'BOOLEAN', True)
 >>> check_condition("temp + 1")
 Traceback (most recent call last):
@@ -21,21 +21,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlglot import exp
-
 from edgewise.errors import ConfigError
 from edgewise.expr import values as V
-from edgewise.expr.compiler import parse
 from edgewise.expr.intervals import beside_interval
+from edgewise.expr.tree import Node, enum_name, isa
+from edgewise.expr.tree_cache import parse_node
 
 BOOLEAN, NUMERIC, STRING, TIMESTAMP, DATE, ARRAY, MAP = "BOOLEAN", "NUMERIC", "STRING", "TIMESTAMP", "DATE", \
     "ARRAY", "MAP"
 
-_BOOLEAN_NODES = (exp.And, exp.Or, exp.Not, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE, exp.NullSafeEQ,
-                  exp.Is, exp.In, exp.Like, exp.ILike, exp.RegexpLike, exp.Between, exp.Boolean, exp.Exists)
-_NUMERIC_NODES = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.BitwiseAnd,
-                  exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot, exp.BitwiseLeftShift, exp.BitwiseRightShift)
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod)
+_BOOLEAN_NODES = ("And", "Or", "Not", "EQ", "NEQ", "GT", "GTE", "LT", "LTE", "NullSafeEQ", "Is", "In", "Like", "ILike",
+                  "RegexpLike", "Between", "Boolean", "Exists")
+_NUMERIC_NODES = ("Add", "Sub", "Mul", "Div", "IntDiv", "Mod", "Neg", "BitwiseAnd", "BitwiseOr", "BitwiseXor",
+                  "BitwiseNot", "BitwiseLeftShift", "BitwiseRightShift")
+_ARITHMETIC = ("Add", "Sub", "Mul", "Div", "IntDiv", "Mod")
 
 _FUNCTION_TYPES = {
     BOOLEAN: ("array_contains", "startswith", "endswith", "contains", "isnull", "isnotnull", "isnan", "exists",
@@ -71,54 +70,54 @@ _NUMERIC_CASTS = ("INT", "BIGINT", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "DE
 def static_type(node: Any) -> str | None:
     """The type class the text alone gives ``node`` (``BOOLEAN``, ``NUMERIC``, ``STRING``, ...), or ``None`` where
     it depends on the data (a field, ``coalesce`` of fields, a function not listed here)."""
-    if isinstance(node, exp.Paren):
+    if isa(node, "Paren"):
         return static_type(node.this)
-    if isinstance(node, _BOOLEAN_NODES):
+    if isa(node, *_BOOLEAN_NODES):
         return BOOLEAN
-    if isinstance(node, exp.Add | exp.Sub) and beside_interval(node):
+    if isa(node, "Add", "Sub") and beside_interval(node):
         # a TIMESTAMP or text stays one; a DATE stays one or becomes a TIMESTAMP, by the unit (``intervals.py``)
         kinds = {static_type(operand) for operand in (node.this, node.expression)}
         return next((kind for kind in (TIMESTAMP, STRING) if kind in kinds), None)
-    if isinstance(node, _NUMERIC_NODES):
+    if isa(node, *_NUMERIC_NODES):
         return NUMERIC
-    if isinstance(node, exp.Literal):
+    if isa(node, "Literal"):
         return STRING if node.is_string else NUMERIC
-    if isinstance(node, exp.DPipe):
+    if isa(node, "DPipe"):
         return STRING
-    if isinstance(node, exp.Cast):
-        target = node.to.this.name if isinstance(node.to, exp.DataType) else ""
+    if isa(node, "Cast"):
+        target = enum_name(node.to.this) if isa(node.to, "DataType") else ""
         if target in _NUMERIC_CASTS:
             return NUMERIC
         return _CAST_TYPES.get(target)
-    if isinstance(node, exp.Case | exp.If):
-        branches = [i.args.get("true") for i in node.args.get("ifs", [])] if isinstance(node, exp.Case) \
+    if isa(node, "Case", "If"):
+        branches = [i.args.get("true") for i in node.args.get("ifs", [])] if isa(node, "Case") \
             else [node.args.get("true")]
         branches.append(node.args.get("default") or node.args.get("false"))
-        kinds = {static_type(b) for b in branches if b is not None and not isinstance(b, exp.Null)}
+        kinds = {static_type(b) for b in branches if b is not None and not isa(b, "Null")}
         return kinds.pop() if len(kinds) == 1 else None
-    if isinstance(node, exp.Anonymous):
+    if isa(node, "Anonymous"):
         return _FUNCTION_TYPE.get(str(node.this).lower())
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Anonymous):
+    if isa(node, "Func") and not isa(node, "Anonymous"):
         return _FUNCTION_TYPE.get(node.sql_name().lower())
     return None
 
 
-def check_types(tree: Any, text: str) -> None:
+def check_types(tree: Node, text: str) -> None:
     """Every condition inside ``tree`` is BOOLEAN where the text decides, and no arithmetic has a string literal
     that is not a number. Raises ``ConfigError``."""
     # ``CASE subject WHEN value THEN ...`` compares values: its WHENs are not conditions
-    compared = {id(branch) for case in tree.find_all(exp.Case) if case.this is not None
+    compared = {id(branch) for case in tree.find_all("Case") if case.this is not None
                 for branch in case.args.get("ifs", [])}
     for node in tree.walk():
-        if isinstance(node, exp.If) and id(node) in compared:
+        if isa(node, "If") and id(node) in compared:
             continue
-        if isinstance(node, exp.If | exp.And | exp.Or | exp.Not):
-            slots = [node.this] if isinstance(node, exp.If | exp.Not) else [node.this, node.expression]
+        if isa(node, "If", "And", "Or", "Not"):
+            slots = [node.this] if isa(node, "If", "Not") else [node.this, node.expression]
             for child in slots:
                 _require_boolean(child, text, "a condition")
-        if isinstance(node, _ARITHMETIC) and not beside_interval(node):
+        if isa(node, *_ARITHMETIC) and not beside_interval(node):
             for operand in (node.this, node.expression):
-                if isinstance(operand, exp.Literal) and operand.is_string and not _numeric_text(operand.this):
+                if isa(operand, "Literal") and operand.is_string and not _numeric_text(operand.this):
                     sql = node.sql(dialect="spark")
                     where = f"{text!r}" if sql == text else f"{sql!r} in {text!r}"
                     raise ConfigError(f"{where}: the string {operand.sql()} is not a number, so this fails for "
@@ -144,6 +143,6 @@ def _require_boolean(node: Any, text: str, what: str) -> None:
 
 def check_condition(text: str) -> None:
     """``text`` parses, type-checks, and is BOOLEAN where the text decides. Raises ``ConfigError``."""
-    tree = parse(text)
+    tree = parse_node(text)
     _require_boolean(tree, text, "a condition")
     check_types(tree, text)

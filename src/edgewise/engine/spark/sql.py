@@ -1,6 +1,6 @@
 """Expressions as Spark SQL: the text the user wrote, with each field reference read from the event's VARIANTs.
 
-The expression is parsed once by the same parser the local engine uses (``edgewise.expr.compiler.parse``), so the
+The expression is parsed once by the same parser the local engine uses (``edgewise.expr.parsing.parse``), so the
 function names and syntax are the same on both engines; only field references and edgewise's own functions
 (``geo_cell``) are rewritten. How a reference gets its type is the contract in ``fields.py``.
 """
@@ -49,9 +49,9 @@ from edgewise.engine.spark.sqlnodes import (
     sql_of,
     standalone_if,
 )
-from edgewise.expr.compiler import parse
 from edgewise.expr.dialect import EdgewiseSpark
 from edgewise.expr.intervals import beside_interval
+from edgewise.expr.parsing import parse
 from edgewise.expr.typecheck import ARRAY, BOOLEAN, DATE, MAP, TIMESTAMP, static_type
 
 EVENT = "event"

@@ -39,9 +39,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from edgewise import cachedir
+from edgewise.cachedir import CACHE as CACHE  # the switch users set, named here as before
+from edgewise.cachedir import cache_dir
+
 SWITCH = "EDGEWISE_SPARK_ARCHIVE"
 """``off`` (or ``0``, ``false``, ``no``): no archive is made or used."""
-CACHE = "EDGEWISE_CACHE_DIR"
 FORMAT = 1
 """Part of every archive's key: a new layout of the cache makes new archives."""
 QUIET = "-Xlog:cds=off"
@@ -51,14 +54,6 @@ RETRY_AFTER = 24 * 3600
 """Seconds after a failed build before a run records the classes for another."""
 
 Mode = Literal["use", "record", "none"]
-
-
-def cache_dir() -> Path:
-    """``EDGEWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/edgewise``, else ``~/.cache/edgewise``."""
-    given = os.environ.get(CACHE)
-    if given:
-        return Path(given)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "edgewise"
 
 
 def java_executable() -> str | None:
@@ -81,7 +76,7 @@ def java_option(option: str, path: Path) -> str:
 
 
 def switched_off() -> bool:
-    return os.environ.get(SWITCH, "").strip().lower() in ("off", "0", "false", "no")
+    return cachedir.switched_off(SWITCH)
 
 
 PROFILING = ("-XX:StartFlightRecording", "-XX:FlightRecorderOptions")

@@ -1,0 +1,89 @@
+"""Where edgewise keeps what it can make again: Spark's class archives, parsed expressions, loaded pipeline files.
+
+Everything under it may be deleted at any time; a run then makes what it needs again. Reading or writing it never
+fails a run: a file that cannot be read is a file that is not there, one that cannot be written is not kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+CACHE = "EDGEWISE_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """``EDGEWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/edgewise``, else ``~/.cache/edgewise``."""
+    given = os.environ.get(CACHE)
+    if given:
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "edgewise"
+
+
+def cache_path(*parts: str) -> Path | None:
+    """``cache_dir()`` joined with ``parts``; ``None`` where there is no place for a cache (no home directory)."""
+    try:
+        return cache_dir().joinpath(*parts)
+    except (OSError, RuntimeError):  # RuntimeError: no home directory
+        return None
+
+
+def switched_off(variable: str) -> bool:
+    """Whether the environment variable says ``off`` (or ``0``, ``false``, ``no``)."""
+    return os.environ.get(variable, "").strip().lower() in ("off", "0", "false", "no")
+
+
+def read_cached(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
+
+
+def write_cached(path: Path | None, content: bytes) -> bool:
+    """Write ``content`` to ``path`` in one rename (a reader sees the old file or the new one, never a part);
+    False where it cannot be written."""
+    if path is None:
+        return False
+    temporary = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        with os.fdopen(descriptor, "wb") as out:
+            out.write(content)
+        os.replace(temporary, path)
+    except OSError:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+        return False
+    return True
+
+
+def install_key(layout: int, files: list[Path], packages: list[str]) -> str:
+    """A key of what made a cached thing: the cache's ``layout``, edgewise's version, and the size and modification
+    time of ``files`` and of the ``packages``' first files (found without importing them): an upgrade, a
+    reinstall or an edited checkout gives a new key, so nothing another version made is read."""
+    import hashlib
+    from importlib.util import find_spec
+
+    from edgewise import __version__
+
+    found = list(files)
+    for package in packages:
+        spec = find_spec(package)
+        if spec is not None and spec.origin:
+            found.append(Path(spec.origin))
+    parts = [str(layout), __version__]
+    for file in found:
+        try:
+            status = file.stat()
+        except OSError:
+            parts.append(f"{file}:absent")
+        else:
+            parts.append(f"{file}:{status.st_size}:{status.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
