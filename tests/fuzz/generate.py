@@ -371,9 +371,12 @@ def cases(draw: st.DrawFn, *, spark: bool = False, max_steps: int = 4) -> Case:
 def arrivals(draw: st.DrawFn, n: int) -> tuple[list[int], bool, bool]:
     """How a stream of ``n`` events arrives: random cut points between spool segments (or none: ``files`` equal
     parts), whether Spark reads a segment per micro-batch, and whether the segments share one modification
-    time."""
+    time. Not both of the last two: Spark takes segments that share a time in an order of its own, so a micro-batch
+    each would read them out of name order (docs/spark.md, Spool order: a difference the job warns about, pinned
+    by ``test_sources_and_sinks.py``); read in one micro-batch, they must give what segments in name order give."""
     cuts = draw(st.lists(st.integers(1, max(1, n - 1)), max_size=3, unique=True)) if n > 1 else []
-    micro_batches, equal_times = draw(st.booleans()), draw(st.booleans())
+    micro_batches = draw(st.booleans())
+    equal_times = not micro_batches and draw(st.booleans())
     ARRIVALS["random cut points" if cuts else "equal parts"] += 1
     ARRIVALS["a segment per micro-batch" if micro_batches else "all segments in one micro-batch"] += 1
     ARRIVALS["equal modification times" if equal_times else "modification times in name order"] += 1

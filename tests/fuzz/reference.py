@@ -16,10 +16,16 @@ What it covers, and what it leaves to the other oracles:
   ``window`` or one event-time ``complete`` (last: what follows a window sees its results in the order the
   engine closes windows, which is not part of the documented semantics, and a completion's time-out record has
   no fields for the steps after it to read);
-- clean events (numbers or NULL in ``x``, keys from a small set or NULL, no failing values), in event-time order
-  with distinct times and a watermark delay larger than their spread: no event is late, so the watermark moving
-  per event (locally) or per micro-batch (Spark) gives the same results, whatever the segments the spool is cut
-  into (random cut points) and whether Spark reads them in one micro-batch or one per micro-batch;
+- events with numbers or NULL in ``x`` and keys from a small set or NULL, and in a third of the cases text in
+  ``x`` (``TEXTS_IN_X``: a number's text or none), which docs/expressions.md casts to BIGINT beside an integer and to
+  DOUBLE beside a fraction and in ``sum``/``avg``: an event whose text cannot be cast fails the step that reads it
+  (``step_failures``: its ``when`` first, then its own expressions), and its ``on_error`` drops it (``skip``) or
+  sends it to the sink ``dead`` as a dead letter (the event as it came to the step, the step, the error class);
+  such cases read ``x`` untyped, have no ``complete`` and aggregate ``AGGREGATES_OF_TEXT``. Events are in
+  event-time order with distinct times and a watermark delay larger than their spread: no event is late, so the
+  watermark moving per event (locally) or per micro-batch (Spark) gives the same results, whatever the segments
+  the spool is cut into (random cut points) and whether Spark reads them in one micro-batch or one per
+  micro-batch;
 - steps left at ``on_error: fail`` as well as ``skip``, and sources with and without a ``schema`` (Spark reads
   typed fields and compiles a step that cannot fail without the guard ``skip`` needs: another code path);
 - ``complete``'s time-outs, which need no late event: a completion times out when event time passes its deadline
@@ -31,9 +37,10 @@ What it covers, and what it leaves to the other oracles:
   per micro-batch for Spark, given the micro-batch boundaries (the spool's segments, one per micro-batch, or all
   in one);
 - ``lookup`` over a JSON table (merged or ``into``, all columns or ``fields``, ``missing`` NULL or ``drop``);
-- not yet: ``spawn``, ``tee``'s ``keep``, ``capture`` and processing time in ``complete``, failing values,
-  lateness after ``dedupe`` or ``aggregate`` (out-of-order events reach them in an order Spark does not keep:
-  docs/spark.md, Order).
+- not yet: ``spawn``, ``tee``'s ``keep``, ``capture`` and processing time in ``complete``, ``on_error: fail``
+  with an event that fails (the run stops), failing values in ``complete`` or under a typed ``schema``, ``min``,
+  ``max`` and distinct counts of text beside numbers, lateness after ``dedupe`` or ``aggregate`` (out-of-order
+  events reach them in an order Spark does not keep: docs/spark.md, Order).
 
 ``reference_vs_engines`` compares its records, order aside and numbers by value, with the local engine's and (given
 a Spark session) with Spark's.
@@ -43,6 +50,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Callable
@@ -63,9 +71,47 @@ def _and(a: Truth, b: Truth) -> Truth:
     return None if a is None or b is None else True
 
 
-def _of(field: str, fn: Callable[[Any], Any]) -> Callable[[Event], Any]:
-    """``fn`` of a field, NULL when the field is NULL or missing (as SQL's operators and functions give)."""
-    return lambda e: None if e.get(field) is None else fn(e[field])
+class Failed:
+    """The value of an expression that fails for an event: the error class Spark names (the event goes to its
+    step's ``on_error``)."""
+
+    def __init__(self, error: str) -> None:
+        self.error = error
+
+    def __repr__(self) -> str:
+        return f"Failed({self.error})"
+
+
+class _Fails(Exception):
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+def _as_bigint(value: Any) -> Any:
+    """docs/expressions.md: text beside an integer is cast to BIGINT (``'7'`` is 7; ``'2.5'`` and ``'oops'``
+    fail)."""
+    if isinstance(value, str):
+        if re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            return int(value)
+        raise _Fails("CAST_INVALID_INPUT")
+    return value
+
+
+def _as_double(value: Any) -> Any:
+    """docs/expressions.md: text beside a DOUBLE or a DECIMAL, and text that ``sum``/``avg`` read, is cast to
+    DOUBLE (``'2.5'`` is 2.5; ``'oops'`` fails)."""
+    if isinstance(value, str):
+        if re.fullmatch(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*", value):
+            return float(value)
+        raise _Fails("CAST_INVALID_INPUT")
+    return value
+
+
+def _of(field: str, fn: Callable[[Any], Any], cast: Callable[[Any], Any] = lambda v: v) -> Callable[[Event], Any]:
+    """``fn`` of a field, NULL when the field is NULL or missing (as SQL's operators and functions give); the
+    field's text cast by ``cast`` first, as the literal beside it decides."""
+    return lambda e: None if e.get(field) is None else fn(cast(e[field]))
 
 
 _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {">": operator.gt, "<": operator.lt, "<=": operator.le,
@@ -73,8 +119,10 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {">": operator.gt, "<": oper
 
 
 def _compare(field: str, op: str, literal: Any, of: Callable[[Any], Any] = lambda v: v) -> Callable[[Event], Truth]:
-    """``of(field) op literal``, NULL when the field is (``of`` an arithmetic on it)."""
-    return _of(field, lambda v: _OPERATORS[op](of(v), literal))
+    """``of(field) op literal``, NULL when the field is (``of`` an arithmetic on it): text in the field cast to
+    the literal's type, BIGINT or DOUBLE (text beside text stays text)."""
+    cast = (lambda v: v) if isinstance(literal, str) else _as_bigint if isinstance(literal, int) else _as_double
+    return _of(field, lambda v: _OPERATORS[op](of(v), literal), cast)
 
 
 def _remainder(value: Any, divisor: int) -> Any:
@@ -97,10 +145,11 @@ CONDITIONS: list[tuple[str, Callable[[Event], Truth]]] = [
 """The conditions a reference case's filters draw: their SQL and their meaning (NULL where SQL gives NULL)."""
 
 VALUES: list[tuple[str, Callable[[Event], Any]]] = [
-    ("x * 2", _of("x", lambda v: v * 2)),
-    ("x - 1", _of("x", lambda v: v - 1)),
-    ("x % 3", _of("x", lambda v: _remainder(v, 3))),
-    ("coalesce(x, 0)", lambda e: 0 if e.get("x") is None else e["x"]),
+    ("x * 2", _of("x", lambda v: v * 2, _as_bigint)),
+    ("x - 1", _of("x", lambda v: v - 1, _as_bigint)),
+    ("x % 3", _of("x", lambda v: _remainder(v, 3), _as_bigint)),
+    # coalesce gives its values one type: text among number literals is cast to BIGINT (docs/expressions.md)
+    ("coalesce(x, 0)", lambda e: 0 if e.get("x") is None else _as_bigint(e["x"])),
     ("k IS NULL", lambda e: e.get("k") is None),
     ("concat(k, '-')", _of("k", lambda v: v + "-")),
     ("upper(s)", _of("s", str.upper)),
@@ -117,16 +166,25 @@ NUMERIC_VALUES = ["x * 2", "x - 1", "x % 3", "coalesce(x, 0)", "length(s)"]
 """The values that may replace ``x`` (which the conditions and aggregates read as a number)."""
 
 AGGREGATES = ["count()", "count(x)", "sum(x)", "avg(x)", "min(x)", "max(x)", "count_distinct(x)"]
+AGGREGATES_OF_TEXT = ["count()", "count(x)", "sum(x)", "avg(x)"]
+"""The aggregates a case with text in ``x`` draws: docs/expressions.md says what they make of text (``sum`` and
+``avg`` read it as a DOUBLE); ``min``, ``max`` and distinct counts of text beside numbers it does not."""
+
+TEXTS_IN_X = ["7", "-2", "2.5", "oops"]
+"""Text in ``x``: a number's text (cast beside a number: ``'2.5'`` fails beside an integer, not beside a DOUBLE) or
+none (fails beside any number)."""
 
 
 @st.composite
-def clean_event(draw: st.DrawFn, t: int) -> Event:
-    """An event at ``t``: a key from a small set or NULL, a number or NULL in ``x``, sometimes text in ``s``."""
+def clean_event(draw: st.DrawFn, t: int, text_in_x: bool = False) -> Event:
+    """An event at ``t``: a key from a small set or NULL, a number or NULL in ``x`` (or, ``text_in_x``, text
+    there: ``TEXTS_IN_X``), sometimes text in ``s``."""
     e: Event = {"t": t}
     if draw(st.integers(0, 9)):
         e["k"] = draw(st.one_of(st.sampled_from(KEYS[:3]), st.none()))
     if draw(st.integers(0, 5)):
-        e["x"] = draw(st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -2.25, 3.5, 1.0]), st.none()))
+        texts = st.sampled_from(TEXTS_IN_X) if text_in_x else st.nothing()
+        e["x"] = draw(st.one_of(st.integers(-5, 5), st.sampled_from([0.5, -2.25, 3.5, 1.0]), st.none(), texts))
     if draw(st.booleans()):
         e["s"] = draw(st.sampled_from(STRINGS))
     return e
@@ -136,6 +194,10 @@ ON_ERRORS = st.sampled_from([{"on_error": "skip"}, {}])
 """A step's ``on_error``: ``skip``, or the default (``fail``: a clean event never fails, and on Spark a step that
 cannot fail compiles without the guard ``skip`` needs, to a plain ``WHERE`` for a filter over typed fields)."""
 
+DEAD = "dead"
+ON_ERRORS_OF_TEXT = st.sampled_from([{"on_error": "skip"}, {"on_error": DEAD}])
+"""A step's ``on_error`` where events may fail: dropped, or to the sink ``dead`` as dead letters."""
+
 
 @st.composite
 def reference_cases(draw: st.DrawFn) -> Case:
@@ -144,21 +206,24 @@ def reference_cases(draw: st.DrawFn) -> Case:
         return draw(late_cases())
     n = draw(st.integers(1, 12))
     times = sorted(set(draw(st.lists(st.integers(0, 40), min_size=n, max_size=n))))
-    events = [draw(clean_event(t)) for t in times]
+    text_in_x = not draw(st.integers(0, 2))  # a third: text in x, failing some steps (skipped or dead-lettered)
+    events = [draw(clean_event(t, text_in_x)) for t in times]
     for _ in range(draw(st.integers(0, 3))):  # a redelivered copy a ``within`` away, or a second less or more
         e = draw(st.sampled_from(events))
         t = e["t"] + draw(st.sampled_from([3, 5, 20])) + draw(st.sampled_from([-1, 0, 0, 1]))
         if t not in {other["t"] for other in events}:
             events = sorted([*events, {**e, "t": t}], key=lambda other: other["t"])
     kinds = draw(st.lists(st.sampled_from(STEPS), max_size=3))
-    last = draw(st.sampled_from(["window", "complete", None]))
+    last = draw(st.sampled_from(["window", None] if text_in_x else ["window", "complete", None]))
     if last or not kinds:
         kinds.append(last or "window")
     steps: list[dict[str, Any]] = []
     sinks: list[str] = []
     conditions = st.sampled_from([text for text, _ in CONDITIONS])
     for i, kind in enumerate(kinds):
-        config: dict[str, Any] = {"id": f"{kind}{i}", **draw(ON_ERRORS)}
+        config: dict[str, Any] = {"id": f"{kind}{i}", **draw(ON_ERRORS_OF_TEXT if text_in_x else ON_ERRORS)}
+        if config.get("on_error") == DEAD:
+            sinks.append(DEAD)
         if kind != "window" and not draw(st.integers(0, 3)):
             config["when"] = draw(conditions)
         if kind in ("filter", "gate"):
@@ -170,7 +235,7 @@ def reference_cases(draw: st.DrawFn) -> Case:
                              draw(st.sampled_from([{"rename": {"s": f"s{i}"}}, {"drop": ["s"]},
                                                    {"keep": ["k", "t", "x"]}]))]
         elif kind == "tee":
-            sinks = ["copies"]
+            sinks.append("copies")
             config["to"] = "copies"
             if draw(st.booleans()):
                 config["set"] = draw(_settings(i))
@@ -183,7 +248,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
             if draw(st.booleans()):
                 config["missing"] = "drop"
         elif kind == "dedupe":
-            config.update(key=draw(st.sampled_from(["k", "x"])), within=draw(st.sampled_from(["3s", "5s", "20s"])),
+            config.update(key=draw(st.sampled_from(["k"] if text_in_x else ["k", "x"])),
+                          within=draw(st.sampled_from(["3s", "5s", "20s"])),
                           watermark=WATERMARK)
         elif kind == "complete":
             parts = draw(st.lists(st.sampled_from([text for text, _ in CONDITIONS]), min_size=2, max_size=3,
@@ -192,7 +258,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
                           timeout=draw(st.sampled_from(["3s", "5s", "10s"])),
                           watermark=draw(st.sampled_from(["0s", "2s"])))
         else:
-            chosen = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=3, unique=True))
+            chosen = draw(st.lists(st.sampled_from(AGGREGATES_OF_TEXT if text_in_x else AGGREGATES), min_size=1,
+                                   max_size=3, unique=True))
             config.update(key=draw(st.sampled_from([["k"], []])), aggs={f"a{j}": a for j, a in enumerate(chosen)})
             if kind == "aggregate":
                 config["into"] = f"st{i}"
@@ -200,8 +267,9 @@ def reference_cases(draw: st.DrawFn) -> Case:
                 config.update(tumbling=draw(st.sampled_from(["5s", "10s", "30s"])), watermark=WATERMARK)
         steps.append({kind: config})
     envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
-    return Case(steps, events, sinks, sorted(envelopes), draw(st.integers(1, 3)), *draw(arrivals(len(events))),
-                schema=draw(st.sampled_from(["", SCHEMA])), tables={TABLE: REGIONS} if "lookup" in kinds else {})
+    return Case(steps, events, sorted(set(sinks)), sorted(envelopes), draw(st.integers(1, 3)),
+                *draw(arrivals(len(events))), schema="" if text_in_x else draw(st.sampled_from(["", SCHEMA])),
+                tables={TABLE: REGIONS} if "lookup" in kinds else {})
 
 
 TABLE = "regions.json"
@@ -260,9 +328,17 @@ Evaluate = Callable[[str, list[Event]], list[Any]]
 
 
 def evaluate_here(text: str, events: list[Event]) -> list[Any]:
-    """The reference's own evaluator: the meanings ``CONDITIONS`` and ``VALUES`` give."""
+    """The reference's own evaluator: the meanings ``CONDITIONS`` and ``VALUES`` give (``Failed`` where one
+    fails)."""
     meaning = MEANINGS[text]
-    return [meaning(e) for e in events]
+
+    def value(e: Event) -> Any:
+        try:
+            return meaning(e)
+        except _Fails as exc:
+            return Failed(exc.error)
+
+    return [value(e) for e in events]
 
 
 def spark_evaluator(spark: Any) -> Evaluate:
@@ -274,11 +350,25 @@ def spark_evaluator(spark: Any) -> Evaluate:
         if not events:
             return []
         rows = tuple((i, e.get("k"), None if e.get("x") is None else float(e["x"]), e.get("s"))
-                     for i, e in enumerate(events))
+                     for i, e in enumerate(events) if not isinstance(e.get("x"), str))
         if (text, rows) not in known:
             frame = spark.createDataFrame(list(rows), "i BIGINT, k STRING, x DOUBLE, s STRING")
             known[text, rows] = [r[0] for r in frame.orderBy("i").selectExpr(f"{text} AS v").collect()]
-        return known[text, rows]
+        values = iter(known[text, rows])
+        return [text_row(text, e) if isinstance(e.get("x"), str) else next(values) for e in events]
+
+    def text_row(text: str, e: Event) -> Any:
+        """An event with text in ``x``: a query of its own over a row where ``x`` is a STRING (one that fails
+        fails alone), its error class read from Spark's message."""
+        row = (e.get("k"), e["x"], e.get("s"))
+        if (text, row) not in known:
+            frame = spark.createDataFrame([row], "k STRING, x STRING, s STRING")
+            try:
+                known[text, row] = [frame.selectExpr(f"{text} AS v").collect()[0][0]]
+            except Exception as exc:  # Spark's error of the expression: the event fails
+                found = re.search(r"\[([A-Z_]+)(\.[A-Z_]+)?\]", str(exc))
+                known[text, row] = [Failed(found.group(1) if found else type(exc).__name__)]
+        return known[text, row][0]
     return evaluate
 
 
@@ -392,6 +482,8 @@ def _aggregate(values: list[Any], count_rows: int, spec: str) -> Any:
         return len(set(xs))
     if not xs:
         return None
+    if fn in ("sum", "avg"):  # text is read as a DOUBLE (an event whose text is no number failed the step)
+        xs = [_as_double(v) for v in xs]
     if fn == "sum":
         return sum(xs)
     if fn == "avg":
@@ -490,6 +582,54 @@ BATCH = "__micro_batch"
 """Where the reference keeps an event's micro-batch while it runs (never in what it gives)."""
 
 
+def step_failures(kind: str, config: dict[str, Any], events: list[Event], evaluate: Evaluate) -> list[str | None]:
+    """The error class each event fails the step with (None: it does not fail). The step evaluates its ``when``
+    first (an event it is not TRUE for passes by, nothing else evaluated), then its own expressions on the event
+    as it came; a ``transform``'s operations in order, each on what the one before made; ``sum`` and ``avg`` read
+    ``x`` as a DOUBLE."""
+    errors: list[str | None] = [None] * len(events)
+
+    def mark(indexes: list[int], texts: list[str], on: list[Event]) -> list[int]:
+        """The indexes among ``indexes`` that do not fail any of ``texts`` (evaluated over ``on``)."""
+        for text in texts:
+            for i, value in zip(indexes, evaluate(text, on), strict=True):
+                if isinstance(value, Failed) and errors[i] is None:
+                    errors[i] = value.error
+        return [i for i in indexes if errors[i] is None]
+
+    live = list(range(len(events)))
+    if config.get("when"):
+        truths = evaluate(config["when"], events)
+        live = [i for i in mark(live, [config["when"]], events) if truths[i] is True]
+    if kind in ("filter", "gate"):
+        mark(live, [config["where"]], [events[i] for i in live])
+    elif kind in ("annotate", "tee"):
+        mark(live, list(config.get("set", {}).values()), [events[i] for i in live])
+    elif kind == "lookup":
+        mark(live, [config["key"]], [events[i] for i in live])
+    elif kind == "complete":
+        mark(live, list(config["parts"].values()), [events[i] for i in live])
+    elif kind == "transform":
+        now = {i: events[i] for i in live}
+        for op in config["ops"]:
+            live = mark(live, list(op.get("set", {}).values()), [now[i] for i in live])
+            for i, changed in zip(live, run_transform([now[i] for i in live], [op], evaluate), strict=True):
+                now[i] = changed
+    elif kind in ("aggregate", "window") and any(a in ("sum(x)", "avg(x)") for a in config["aggs"].values()):
+        for i in live:
+            try:
+                _as_double(events[i].get("x"))
+            except _Fails as exc:
+                errors[i] = exc.error
+    return errors
+
+
+def dead_letter(e: Event, step: str, error: str) -> Event:
+    """What a step's ``on_error`` sink gets for an event that failed it: the event as it came to the step."""
+    return {"event": {k: v for k, v in e.items() if k not in (BATCH, TIME, INDEX)}, "step": step,
+            "error": {"type": error}}
+
+
 def reference(case: Case, per_micro_batch: bool = False, evaluate: Evaluate = evaluate_here) -> list[Event]:
     """The pipeline's results over the case's events: as the local engine promises them, or as Spark does, reading
     the spool's segments one per micro-batch (``per_micro_batch``) or all in one."""
@@ -533,6 +673,14 @@ def reference_outputs(case: Case, per_micro_batch: bool = False,
                 batches = [e[BATCH] for e in es] if per_micro_batch else None
                 taken = on_time(es, size, _seconds(c["watermark"]), batches)
                 return run_window(taken, c["key"], size, c["aggs"])
+        errors = step_failures(kind, config, events, evaluate)
+        if any(errors):  # the failed events go to the step's on_error: dropped (skip) or to its sink
+            target = config.get("on_error", "fail")
+            assert target != "fail", "an event fails a step whose on_error stops the run: not a reference case"
+            if target != "skip":
+                sinks.setdefault(target, []).extend(dead_letter(e, config["id"], error)
+                                                    for e, error in zip(events, errors, strict=True) if error)
+            events = [e for e, error in zip(events, errors, strict=True) if error is None]
         events = when_applies(events, config.get("when"), run, evaluate)
     hidden = (BATCH, TIME, INDEX)
     return {route: [{k: v for k, v in e.items() if k not in hidden} for e in records]
@@ -550,17 +698,27 @@ def reference_applies(case: Case) -> bool:
     """The case is one ``reference_cases`` could draw (a kept fixture, say): its steps, their settings and clean
     events."""
     kinds = [next(iter(s)) for s in case.steps]
-    if (case.sinks not in ([], ["copies"]) or case.schema not in ("", SCHEMA)
+    if (not set(case.sinks) <= {"copies", DEAD} or case.schema not in ("", SCHEMA)
             or any(k in ("window", "complete") for k in kinds[:-1])
             or any(k not in (*STEPS, "window", "complete") for k in kinds)):
         return False
     return all(_step_applies(kind, config) for kind, config in (next(iter(s.items())) for s in case.steps)) and (
-        _events_apply(case, any_order=all(k == "filter" for k in kinds[:-1]) and kinds[-1] == "window"))
+        _events_apply(case, any_order=all(k == "filter" for k in kinds[:-1]) and kinds[-1] == "window",
+                      text_in_x=_takes_text_in_x(case)))
+
+
+def _takes_text_in_x(case: Case) -> bool:
+    """The case may have text in ``x`` (``reference_cases``' ``text_in_x``): untyped, every step skips or
+    dead-letters what fails it, no ``complete``, dedupes by ``k`` and aggregates ``AGGREGATES_OF_TEXT``."""
+    configs = [next(iter(s.items())) for s in case.steps]
+    return (case.schema == "" and all(c.get("on_error") in ("skip", DEAD) for _, c in configs)
+            and all(kind != "complete" and (kind != "dedupe" or c["key"] == "k")
+                    and all(a in AGGREGATES_OF_TEXT for a in c.get("aggs", {}).values()) for kind, c in configs))
 
 
 def _step_applies(kind: str, config: dict[str, Any]) -> bool:
     conditions, values = dict(CONDITIONS), dict(VALUES)
-    if config.get("on_error", "fail") not in ("skip", "fail") or config.get("when", "x > 0") not in conditions:
+    if config.get("on_error", "fail") not in ("skip", "fail", DEAD) or config.get("when", "x > 0") not in conditions:
         return False
     if kind in ("filter", "gate"):
         return bool(config["where"] in conditions)
@@ -580,11 +738,12 @@ def _step_applies(kind: str, config: dict[str, Any]) -> bool:
                 and config.get("time") != "processing" and all(c in conditions for c in config["parts"].values()))
 
 
-def _events_apply(case: Case, any_order: bool) -> bool:
-    """Clean events, distinct integer times, in time order unless the reference judges lateness (filters, then a
-    window)."""
+def _events_apply(case: Case, any_order: bool, text_in_x: bool) -> bool:
+    """Clean events (with ``text_in_x``, text of ``TEXTS_IN_X`` in ``x`` too), distinct integer times, in time
+    order unless the reference judges lateness (filters, then a window)."""
     times = [e.get("t") for e in case.events]
-    clean = all(isinstance(e.get("x"), int | float | type(None)) and not isinstance(e.get("x"), bool)
+    clean = all(((isinstance(e.get("x"), int | float | type(None)) and not isinstance(e.get("x"), bool))
+                 or (text_in_x and not any_order and e.get("x") in TEXTS_IN_X))
                 and isinstance(e.get("k"), str | type(None)) for e in case.events)
     return (clean and all(isinstance(t, int) for t in times) and len(set(times)) == len(times)
             and (any_order or times == sorted(times)))  # type: ignore[type-var]
@@ -594,14 +753,15 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
     """The reference's records against the local engine's and, with ``spark``, Spark's (order aside). Given a
     Spark session, the reference's expressions are evaluated by Spark's batch SQL over typed rows, and its own
     evaluator is held to that too."""
-    from tests.fuzz.oracles import _differences, _local_outputs, _spark_outputs, _spool, canonical
+    from tests.fuzz.oracles import _differences, _local_outputs, _spark_outputs, _spool, canonical, dead_letter_key
 
     routes = ["", *case.sinks]
     evaluate = evaluate_here if spark is None else spark_evaluator(spark)
 
     def expected(per_micro_batch: bool, by: Evaluate = evaluate) -> dict[str, Counter[str]]:
         outputs = reference_outputs(case, per_micro_batch, by)
-        return {route: Counter(canonical(r) for r in outputs.get(route, [])) for route in routes}
+        return {route: Counter((dead_letter_key if route == DEAD else canonical)(r) for r in outputs.get(route, []))
+                for route in routes}
 
     def got(outputs: dict[str, Counter[str]]) -> dict[str, Counter[str]]:
         return {route: outputs.get(route, Counter()) for route in routes}
