@@ -147,6 +147,7 @@ CONDITIONS: list[tuple[str, Callable[[Event], Truth]]] = [
 VALUES: list[tuple[str, Callable[[Event], Any]]] = [
     ("x * 2", _of("x", lambda v: v * 2, _as_bigint)),
     ("x - 1", _of("x", lambda v: v - 1, _as_bigint)),
+    ("x + 1", _of("x", lambda v: v + 1, _as_bigint)),
     ("x % 3", _of("x", lambda v: _remainder(v, 3), _as_bigint)),
     # coalesce gives its values one type: text among number literals is cast to BIGINT (docs/expressions.md)
     ("coalesce(x, 0)", lambda e: 0 if e.get("x") is None else _as_bigint(e["x"])),
@@ -162,7 +163,7 @@ VALUES: list[tuple[str, Callable[[Event], Any]]] = [
 
 MEANINGS: dict[str, Callable[[Event], Any]] = {**dict(CONDITIONS), **dict(VALUES)}
 
-NUMERIC_VALUES = ["x * 2", "x - 1", "x % 3", "coalesce(x, 0)", "length(s)"]
+NUMERIC_VALUES = ["x * 2", "x - 1", "x + 1", "x % 3", "coalesce(x, 0)", "length(s)"]
 """The values that may replace ``x`` (which the conditions and aggregates read as a number)."""
 
 AGGREGATES = ["count()", "count(x)", "sum(x)", "avg(x)", "min(x)", "max(x)", "count_distinct(x)"]

@@ -159,9 +159,12 @@ def _read_at(base: str, path: str, spark_type: str | None) -> str:
     if spark_type == "string":
         # a JSON number with a fraction is a DECIMAL in Spark's VARIANT, whose text drops what the local engine's
         # double keeps (30.0 reads '30', 12345678.9 where locally it is '1.23456789E7'): its text is the double's
+        # try_variant_get, although a DECIMAL always reads as a double: Spark's optimiser may compute the branch's
+        # read for every row, ahead of the CASE (it did below a lookup's join, and a text field failed the query:
+        # found by the reference oracle)
         value = _variant_in(base, path)
         return (f"CASE WHEN schema_of_variant({value}) LIKE 'DECIMAL%' THEN "
-                f"CAST(variant_get({base}, '{path}', 'double') AS STRING) "
+                f"CAST(try_variant_get({base}, '{path}', 'double') AS STRING) "
                 f"ELSE variant_get({base}, '{path}', 'string') END")
     return f"variant_get({base}, '{path}', '{spark_type}')"
 
