@@ -7,6 +7,7 @@ fails a run: a file that cannot be read is a file that is not there, one that ca
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 from pathlib import Path
@@ -64,10 +65,12 @@ def write_cached(path: Path | None, content: bytes) -> bool:
     return True
 
 
-def install_key(layout: int, files: list[Path], packages: list[str]) -> str:
+@functools.cache
+def install_key(layout: int, files: tuple[Path, ...], packages: tuple[str, ...]) -> str:
     """A key of what made a cached thing: the cache's ``layout``, edgewise's version, and the size and modification
     time of ``files`` and of the ``packages``' first files (found without importing them): an upgrade, a
-    reinstall or an edited checkout gives a new key, so nothing another version made is read."""
+    reinstall or an edited checkout gives a new key, so nothing another version made is read. Worked out once
+    per process (a run asks for it each time it reads or writes a cache)."""
     import hashlib
     from importlib.util import find_spec
 

@@ -46,7 +46,7 @@ def cached(text: str, file: str) -> Document | None:
 
 
 def keep(text: str, document: Document) -> None:
-    """Keep what ``text`` loaded to, if marshal can write its values; never raises."""
+    """Keep what ``text`` loaded to, if JSON gives its values back exactly; never raises."""
     if switched_off(SWITCH):
         return
     positions = [[list(path), line, column] for path, (line, column) in document.positions.items()]
@@ -66,15 +66,10 @@ def _path(text: str) -> Path | None:
     return cache_path("documents", f"{_loader_key()}-{digest}.json")
 
 
-_KEY: list[str] = []
-
-
 def _loader_key() -> str:
     """What decides the document a text loads to: the loader (``yamlpos.py``, this module) and PyYAML."""
-    if not _KEY:
-        here = Path(__file__).parent
-        _KEY.append(install_key(LAYOUT, [here / "yamlpos.py", here / "document_cache.py"], ["yaml"]))
-    return _KEY[0]
+    here = Path(__file__).parent
+    return install_key(LAYOUT, (here / "yamlpos.py", here / "document_cache.py"), ("yaml",))
 
 
 def _forget_old(directory: Path) -> None:

@@ -119,7 +119,7 @@ def cache_file() -> Path | None:
 def _install_key() -> str:
     """What decides the tree a text parses to: the format, and the files of edgewise's parser and of sqlglot."""
     here = Path(__file__).parent
-    return install_key(FORMAT, [here / "parsing.py", here / "dialect.py", here / "tree.py"], ["sqlglot"])
+    return install_key(FORMAT, (here / "parsing.py", here / "dialect.py", here / "tree.py"), ("sqlglot",))
 
 
 def forget() -> None:
