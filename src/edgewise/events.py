@@ -166,24 +166,31 @@ class Batch:
 
     @staticmethod
     def concat(batches: Sequence[Batch]) -> Batch:
-        """Join batches into one (ids are materialised, so sources may differ; the first source names it)."""
+        """Join batches into one (sources may differ; the first source names it). Ids stay lazy where every
+        batch's are (each event keeps its prefix and offset), else they are materialised."""
         if len(batches) == 1:
             return batches[0]
         payloads: list[Payload] = []
-        ids: list[str] = []
         times: list[int] = []
         for b in batches:
             payloads.extend(b.payloads)
-            ids.extend(b.ids())
             times.extend(b.event_times)
         first = batches[0] if batches else None
-        return Batch(
-            payloads,
-            source=first.source if first else "",
-            ingest_time_us=first.ingest_time_us if first else 0,
-            event_times=times,
-            ids=ids,
-        )
+        source = first.source if first else ""
+        ingest_us = first.ingest_time_us if first else 0
+        if any(b._ids is not None for b in batches):
+            ids: list[str] = []
+            for b in batches:
+                ids.extend(b.ids())
+            return Batch(payloads, source=source, ingest_time_us=ingest_us, event_times=times, ids=ids)
+        prefixes: list[str] = []
+        offsets: list[int] = []
+        for b in batches:
+            prefixes.extend(b._prefixes if b._prefixes is not None else [b.id_prefix] * len(b))
+            assert b._offsets is not None
+            offsets.extend(b._offsets)
+        return Batch(payloads, source=source, ingest_time_us=ingest_us, event_times=times, offsets=offsets,
+                     id_prefixes=prefixes)
 
     @staticmethod
     def of_events(events: Sequence[Event]) -> Batch:

@@ -100,6 +100,23 @@ def test_a_lease_takes_only_waiting_entries_around_its_own_unacknowledged_ones(p
     writer.close()
 
 
+def test_a_lease_says_whether_it_left_a_backlog(path):
+    """The worker sleeps after a lease only when the lease took everything waiting (``backlog`` false): a lease
+    cut short by its size (four 1,000-event requests under max_batch 4,096) or by its entry limit leaves one."""
+    writer = QueueWriter(path, "none")
+    for n in range(5):
+        writer.submit(Append("s", "ndjson", b'{"n": %d}\n' % n, 1000)).result(10)
+    reader = QueueReader(path)
+    assert [e.seq for e in reader.lease(worker=0, max_events=4096)] == [1, 2, 3, 4] and reader.backlog
+    assert [e.seq for e in reader.lease(worker=0, max_events=4096)] == [5] and not reader.backlog
+    assert reader.lease(worker=0, max_events=4096) == [] and not reader.backlog
+    for n in range(3):
+        writer.submit(Append("s", "ndjson", b'{"n": %d}\n' % n, 1)).result(10)
+    assert len(reader.lease(worker=0, max_events=100, max_entries=2)) == 2 and reader.backlog
+    assert len(reader.lease(worker=0, max_events=100, max_entries=2)) == 1 and not reader.backlog
+    writer.close()
+
+
 def test_a_size_cap_refuses_without_damage(path):
     writer = QueueWriter(path, "group", max_bytes=150_000)
     results = []

@@ -137,6 +137,28 @@ def test_state_committed_before_a_crash_is_not_counted_again(tmp_path):
     writer.close()
 
 
+def test_a_worker_waits_for_more_only_once_it_took_everything_waiting(tmp_path, monkeypatch):
+    """A worker pauses (``idle_wait``) after a lease only when the queue had nothing more: with a backlog it
+    leases again at once. It once paused after every lease under ``max_batch`` events, four 1,000-event requests
+    included, and processed half as fast as it could (BENCHMARKS.md, issue 41)."""
+    writer = QueueWriter(queue_path(str(tmp_path)), "none")
+    for n in range(9):
+        body = b"".join(orjson.dumps({"dev": f"d{n}", "v": v}) + b"\n" for v in range(1000))
+        writer.submit(Append("http", "ndjson", body, 1000)).result(10)
+    worker = _worker(tmp_path)
+    pauses: list[int] = []
+    monkeypatch.setattr("edgewise.daemon.worker.time.sleep", lambda seconds: pauses.append(worker.acked))
+    leased = []
+    while worker.step():
+        leased.append(len(worker.pending))
+    worker.commit()
+    assert leased == [4, 8, 9]  # max_batch 4,096: four entries a lease
+    assert len(pauses) == 1  # after the last lease only, which took the last entry
+    assert worker.lookup("totals", '["d8"]') == {"value": {"n": 1000, "s": 499500}}
+    worker.close()
+    writer.close()
+
+
 def test_daemon_state_survives_a_restart(start_daemon, tmp_path):
     pipeline = COUNTING.replace("./out", str(tmp_path / "out"))
     d = start_daemon(pipeline)

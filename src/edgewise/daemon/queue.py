@@ -288,10 +288,13 @@ class QueueReader:
         self.conn.execute("PRAGMA wal_autocheckpoint=0")  # see ``checkpoint``
         create_schema(self.conn)
         self._last_checkpoint = 0.0
+        self.backlog = False
+        """Whether the last ``lease`` left waiting entries behind (it stopped at its size, not at the queue's end)."""
 
     def lease(self, worker: int, max_events: int, max_entries: int = 1000) -> list[Entry]:
         """Take the oldest waiting entries, up to about ``max_events`` events (at least one entry)."""
         # look first without the write lock: an idle worker polling must not make the appender wait for it
+        self.backlog = False
         if self.conn.execute("SELECT 1 FROM entries WHERE state = 0 LIMIT 1").fetchone() is None:
             return []
         with transaction(self.conn) as c:
@@ -306,6 +309,7 @@ class QueueReader:
                 events += count
             if not chosen:
                 return []
+            self.backlog = len(chosen) < len(waiting) or len(waiting) == max_entries
             # the first waiting entries are the waiting ones between the first and the last chosen
             c.execute("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 "
                       "WHERE state = 0 AND seq BETWEEN ? AND ?", (worker, chosen[0], chosen[-1]))
