@@ -306,3 +306,22 @@ def test_new_input_under_a_restored_run_gets_new_event_ids() -> None:
     assert other.resumed is False
     renamed = batch([1], 1).renamed("s:run1:", "s:run2:")
     assert renamed.ids() == ["s:run2:1"]
+
+
+def test_dedupe_remembers_every_kept_time_of_a_key_across_a_restart() -> None:
+    """Out of order, a key can have several kept times the watermark has not passed (docs/state.md, dedupe):
+    ``a@8, a@13`` are both kept and remembered, so ``a@10`` (2 s from ``a@8``) is a duplicate, after a crash
+    between them as without one; ``a@30`` moves the watermark 5 s behind it to 25, past both times, so ``a@12``
+    is kept again (not remembered), and so is ``a@27``, 3 s (not less) from ``a@30``."""
+    plan = load_text_plan("""
+version: 1
+event_time: "timestamp_seconds(t)"
+pipelines:
+  - id: p
+    steps: [{dedupe: {id: once, key: k, within: 3s, watermark: 5s}}]
+""")
+    events = [{"k": "a", "t": t} for t in (8, 13, 10, 30, 12, 27)]
+    want = [{"k": "a", "t": t} for t in (8, 13, 30, 12, 27)]
+    for crash_at in range(len(events) + 1):
+        got = run(plan, [*events[:crash_at], CRASH, *events[crash_at:]], batch_size=1).outputs["p"]
+        assert sorted(got, key=lambda e: e["t"]) == sorted(want, key=lambda e: e["t"]), crash_at

@@ -3,10 +3,14 @@
     - dedupe: {id: once, key: "concat(oper, '/', veh, '/', tst)", within: 5m}
 
 The first event of a key is kept and remembered with its event time; a later (or earlier, out of order) event
-of the same key whose event time is less than ``within`` away is dropped. A key is forgotten once the watermark
-(largest event time seen minus ``watermark``) is ``within`` past its time, so state stays bounded. Events whose
-key is NULL are never duplicates. On Spark the same step runs per key in keyed state, with a timer per
-remembered key at its time + ``within`` on the query's watermark (``engine/spark/keyed.py``).
+of the same key whose event time is less than ``within`` away from a remembered time is dropped. A kept time is
+forgotten once the watermark (largest event time seen minus ``watermark``) is ``within`` past it, so state stays
+bounded; an event kept when the watermark is already that far past it is not remembered at all. A key remembers
+every kept time the watermark has not passed: out of order, an event can be kept between two kept times of its
+key (``a@8, a@13, a@10`` with ``within: 3s`` and a 5 s watermark: ``a@10`` is 2 s from ``a@8``, a duplicate,
+though 3 s from ``a@13``). Events whose key is NULL are never duplicates. On Spark the same step runs per key in
+keyed state, with a timer per remembered time at that time + ``within`` on the query's watermark
+(``engine/spark/keyed.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,10 @@ class DedupeStep(StatefulStep):
         self.reset()
 
     def reset(self) -> None:
-        self.seen: dict[str, int] = {}  # key text -> event time of the kept event
+        self.seen: dict[str, int] = {}  # key text -> the latest kept event time the watermark has not passed
+        self.earlier: dict[str, list[int]] = {}
+        """Key text -> its other remembered kept times (events out of order; empty for a stream in order, whose
+        earlier kept time the watermark passes before a later one is kept)."""
         self.expiry: list[tuple[int, str]] = []
         self.max_time = -END_OF_TIME
         self.dirty.clear()
@@ -56,20 +63,31 @@ class DedupeStep(StatefulStep):
         fn = self.key.evaluate
         keys = [fn(p) for p in batch.payloads]  # evaluate first: an error leaves the state untouched
         keep = [True] * len(keys)
-        seen, within = self.seen, self.within
+        seen, earlier, within, delay = self.seen, self.earlier, self.within, self.config.watermark
+        expiry, push, changed = self.expiry, heapq.heappush, self.dirty.add
+        # a kept time at or before this is forgotten; the remembered ones are all later (``_expire`` runs whenever
+        # the watermark moves)
+        forgotten = self.max_time - delay - within
         for i, (value, t) in enumerate(zip(keys, batch.event_times, strict=True)):
             if value is not None:
                 text = match_text(value)
-                first = seen.get(text)
-                if first is not None and abs(t - first) < within:
+                kept = seen.get(text)
+                if (kept is not None and abs(t - kept) < within) or (
+                        earlier and text in earlier and any(abs(t - k) < within for k in earlier[text])):
                     keep[i] = False
-                else:
-                    seen[text] = t
-                    heapq.heappush(self.expiry, (t + within, text))
-                    self.dirty.add(text)
+                elif t > forgotten:  # kept and remembered (an event the watermark passed already is only kept)
+                    if kept is None or t > kept:
+                        seen[text] = t
+                        if kept is not None:
+                            earlier.setdefault(text, []).append(kept)
+                    else:  # out of order: an earlier time beside the key's latest
+                        earlier.setdefault(text, []).append(t)
+                    push(expiry, (t + within, text))
+                    changed(text)
             if t > self.max_time:
                 self.max_time = t
-                self._expire(t - self.config.watermark)
+                forgotten = t - delay - within
+                self._expire(t - delay)
         dropped = keep.count(False)
         if dropped:
             ctx.count(self.id, "duplicates", dropped)
@@ -77,13 +95,20 @@ class DedupeStep(StatefulStep):
         return batch
 
     def _expire(self, watermark: int) -> None:
-        expiry, seen = self.expiry, self.seen
+        expiry, seen, earlier, within, pop = self.expiry, self.seen, self.earlier, self.within, heapq.heappop
         while expiry and expiry[0][0] <= watermark:
-            until, text = heapq.heappop(expiry)
-            first = seen.get(text)
-            if first is not None and first + self.within == until:
+            until, text = pop(expiry)
+            t = until - within
+            if seen.get(text) == t:
                 del seen[text]
                 self.dirty.add(text)
+            elif earlier:  # never the latest's time: a key's kept times are distinct
+                times = earlier.get(text)
+                if times is not None and t in times:
+                    times.remove(t)
+                    if not times:
+                        del earlier[text]
+                    self.dirty.add(text)
 
     def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
         """The watermark is at ``now_us``: forget the keys it has passed (for engines that keep the timers
@@ -98,14 +123,16 @@ class DedupeStep(StatefulStep):
         return None
 
     def deadlines(self) -> list[int]:
-        """When each remembered key may be forgotten (µs of event time)."""
-        return [t + self.within for t in self.seen.values()]
+        """When each remembered kept time may be forgotten (µs of event time)."""
+        return [t + self.within for t in self.seen.values()] + [
+            t + self.within for times in self.earlier.values() for t in times]
 
     def changes(self) -> dict[str, bytes | None]:
+        """A key's remembered times as ``latest[,earlier...]`` (one number for a stream in order, as before)."""
         changed: dict[str, bytes | None] = {}
         for text in self.dirty:
             t = self.seen.get(text)
-            changed[f"k/{text}"] = None if t is None else str(t).encode()
+            changed[f"k/{text}"] = None if t is None else ",".join(map(str, [t, *self.earlier.get(text, ())])).encode()
         self.dirty.clear()
         changed["meta"] = orjson.dumps({"max_time": self.max_time})
         return changed
@@ -115,9 +142,13 @@ class DedupeStep(StatefulStep):
             if name == "meta":
                 self.max_time = orjson.loads(value)["max_time"]
             elif name.startswith("k/"):
-                t = int(value)
-                self.seen[name[2:]] = t
-                heapq.heappush(self.expiry, (t + self.within, name[2:]))
+                text = name[2:]
+                latest, *others = map(int, value.split(b","))
+                self.seen[text] = latest
+                if others:
+                    self.earlier[text] = others
+                for t in (latest, *others):
+                    heapq.heappush(self.expiry, (t + self.within, text))
 
     def lookup(self, key: str) -> Any:
         return next((self.seen[t] for t in queried_texts(key) if t in self.seen), None)
