@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -39,11 +37,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from bench import ingest  # noqa: E402
 from bench.common import campaign_table  # noqa: E402
-from bench.ingest import PIPELINES, Client, run  # noqa: E402
-from bench.ysb_windowed import plain_loop  # noqa: E402
+from bench.ingest import Client, queue_of, run, start_daemon, wait_for_workers  # noqa: E402
+from bench.ysb_windowed import WINDOW_MS, plain_loop  # noqa: E402
 
 SIDES = [("windowed", 1), ("stateless", 1), ("stateless", 2)]
+WATERMARK_S = 5
+"""The windows' watermark delay here: four connections post at once, so requests are queued a few apart from
+their order in the input (events up to ~0.4 s of event time out of order); with 5 s none is late, and the closed
+windows are the plain loop's, whatever the arrival order."""
+PIPELINES = {**ingest.PIPELINES, "windowed": ingest.PIPELINES["windowed"].replace(
+    "tumbling: 10s,", f"tumbling: 10s, watermark: {WATERMARK_S}s,")}
 CONNECTIONS = 4
 
 
@@ -62,33 +67,6 @@ def children(pid: int) -> list[int]:
     return [int(p) for p in out]
 
 
-def queue_of(port: int) -> Any:
-    return orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/queue", timeout=10).read())
-
-
-def start(directory: str, kind: str, workers: int) -> tuple[subprocess.Popen[str], int]:
-    pipeline = os.path.join(directory, "pipeline.yaml")
-    Path(pipeline).write_text(PIPELINES[kind])
-    proc = subprocess.Popen([sys.executable, "-m", "edgewise", "serve", pipeline, "--port", "0", "--data-dir",
-                             os.path.join(directory, "data"), "--high-water", "100000000", "--workers", str(workers)],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=directory)
-    assert proc.stderr is not None
-    port = 0
-    for line in proc.stderr:
-        found = re.search(r"listening url=http://[^:]+:(\d+)", line)
-        if found:
-            port = int(found.group(1))
-        if " ready" in line:
-            break
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # a worker still importing would take a core from the measurement
-        queue = queue_of(port)
-        if len(queue["workers"]) == workers and all(w["ready"] for w in queue["workers"]):
-            return proc, port
-        time.sleep(0.05)
-    raise RuntimeError("the daemon's workers did not start")
-
-
 def window_counts(directory: str) -> dict[tuple[str, int], int]:
     """(campaign, window start in ms) -> views, from the file sink's segments."""
     counts: dict[tuple[str, int], int] = {}
@@ -103,7 +81,8 @@ def window_counts(directory: str) -> dict[tuple[str, int], int]:
 
 def one_round(bodies: list[bytes], events: int, kind: str, workers: int) -> dict[str, Any]:
     directory = tempfile.mkdtemp(prefix="edgewise-bench-daemon-")
-    proc, port = start(directory, kind, workers)
+    proc, port = start_daemon(directory, "group", kind, workers=workers, text=PIPELINES[kind])
+    wait_for_workers(port, count=workers)  # a worker still importing would take a core from the measurement
     pids = children(proc.pid)
     before = {pid: cpu_seconds(pid) for pid in [proc.pid, *pids]}
     client_before = time.process_time()
@@ -131,7 +110,7 @@ def one_round(bodies: list[bytes], events: int, kind: str, workers: int) -> dict
            "events_per_s": round(events / elapsed), "server_cpu_s": round(used[proc.pid], 2),
            "worker_cpu_s": [round(used[p], 2) for p in pids if used[p] > 0.05], "client_cpu_s": round(client_cpu, 2)}
     if kind == "windowed":
-        row["windows"] = window_counts(os.path.join(directory, "out"))
+        row["windows"] = window_counts(os.path.join(directory, "out"))  # the pipeline's ./out, beside it
     shutil.rmtree(directory, ignore_errors=True)
     return row
 
@@ -146,7 +125,12 @@ def main() -> None:
 
     lines = [orjson.dumps(e) for e in YsbWorkload(seed=1).events(args.events)]
     bodies = [b"\n".join(lines[i:i + 1000]) + b"\n" for i in range(0, len(lines), 1000)]
-    expected = plain_loop(b"".join(line + b"\n" for line in lines), campaign_table())
+    # the windows the daemon closes: those whose end the watermark (the input's largest event time less the delay)
+    # reaches (the daemon keeps the last ones open, in its state, until more events or its idle timeout close them)
+    last_ms = max(int(orjson.loads(line)["event_time"]) for line in lines)
+    expected = {window: views for window, views in plain_loop(b"".join(line + b"\n" for line in lines),
+                                                                campaign_table()).items()
+                if window[1] + WINDOW_MS <= last_ms - WATERMARK_S * 1000}
     rows: dict[str, list[dict[str, Any]]] = {}
     for r in range(args.rounds):
         for kind, workers in SIDES if r % 2 == 0 else SIDES[::-1]:

@@ -186,13 +186,15 @@ def _pct(values: list[float], p: int) -> float:
     return round(1000 * ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))], 3)
 
 
-def start_daemon(directory: str, fsync: str, kind: str, nice: int | None = None) -> tuple[subprocess.Popen[str], int]:
+def start_daemon(directory: str, fsync: str, kind: str, nice: int | None = None, workers: int = 1,
+                 text: str | None = None) -> tuple[subprocess.Popen[str], int]:
+    """``edgewise serve`` on ``PIPELINES[kind]`` (or the pipeline ``text``); its process and port."""
     pipeline = os.path.join(directory, "pipeline.yaml")
-    Path(pipeline).write_text(PIPELINES[kind])
+    Path(pipeline).write_text(text or PIPELINES[kind])
     niceness = [] if nice is None else ["--worker-nice", str(nice)]
     proc = subprocess.Popen([sys.executable, "-m", "edgewise", "serve", pipeline, "--port", "0", "--data-dir",
                              os.path.join(directory, f"data-{fsync}"), "--fsync", fsync, "--high-water",
-                             "100000000", *niceness],
+                             "100000000", "--workers", str(workers), *niceness],
                             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=directory)
     assert proc.stderr is not None
     port = 0
@@ -229,11 +231,11 @@ def queued(port: int) -> Any:
     return queue_of(port)["queued_events"]
 
 
-def wait_for_workers(port: int, timeout: float = 60) -> None:
+def wait_for_workers(port: int, timeout: float = 60, count: int = 1) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         queue = orjson.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/queue", timeout=5).read())
-        if queue["workers"] and all(w["ready"] for w in queue["workers"]):
+        if len(queue["workers"]) >= count and all(w["ready"] for w in queue["workers"]):
             return
         time.sleep(0.05)
     raise RuntimeError("the daemon's workers did not start")
