@@ -51,7 +51,21 @@ Outputs = dict[str, Counter[str]]
 """Route ("" = results, else a sink id) -> multiset of canonical records."""
 
 
-def _local_outputs(case: Case, directory: Path) -> Outputs:
+IdOf = Any
+"""``(id, record) -> id or None``: the id a record is compared with (None: its id is not compared)."""
+
+
+def _keyed(route: str, pairs: list[tuple[str, Any]], id_of: IdOf) -> Counter[str]:
+    """A route's records as canonical keys: dead letters by event, step and error class; results, given
+    ``id_of``, with their ids."""
+    if route == "dead":
+        return Counter(dead_letter_key(r) for _, r in pairs)
+    if id_of is not None and route == "":
+        return Counter(canonical({"id": id_of(i, r), "record": r}) for i, r in pairs)
+    return Counter(canonical(r) for _, r in pairs)
+
+
+def _local_outputs(case: Case, directory: Path, id_of: IdOf = None) -> Outputs:
     plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
     sinks = {sid: ListSink(sid) for sid in plan.sinks}
     sinks[STDOUT] = ListSink(STDOUT)
@@ -60,28 +74,23 @@ def _local_outputs(case: Case, directory: Path) -> Outputs:
     out: Outputs = {}
     for sid, sink in sinks.items():
         route = "" if sid == STDOUT else sid
-        key = dead_letter_key if sid == "dead" else canonical
-        out[route] = Counter(key(r) for r in sink.records)
+        out[route] = _keyed(route, list(zip(sink.ids, sink.records, strict=True)), id_of)
     return out
 
 
-def _spark_outputs(spark: Any, case: Case, directory: Path) -> Outputs:
+def _spark_outputs(spark: Any, case: Case, directory: Path, id_of: IdOf = None) -> Outputs:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
 
     plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
-    got: dict[str, list[Any]] = {}
+    got: dict[str, list[tuple[str, Any]]] = {}
 
     def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
-        got.setdefault(route, []).extend(orjson.loads(r) for _, r in rows)
+        got.setdefault(route, []).extend((i, orjson.loads(r)) for i, r in rows)
 
     SparkJob(spark, plan, SparkOptions(checkpoint=str(directory / "ck"), once=True, now_us=NOW_US,
                                        max_files_per_trigger=1 if case.micro_batches else None),
              collect=collect, report=lambda text: None).run()
-    out: Outputs = {}
-    for route in ["", *plan.sinks]:
-        key = dead_letter_key if route == "dead" else canonical
-        out[route] = Counter(key(r) for r in got.get(route, []))
-    return out
+    return {route: _keyed(route, got.get(route, []), id_of) for route in ["", *plan.sinks]}
 
 
 def _spool(case: Case, directory: Path) -> None:

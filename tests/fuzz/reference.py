@@ -41,6 +41,9 @@ What it covers, and what it leaves to the other oracles:
   ``dedupe`` remembering every kept time of a key until the watermark is ``within`` past it, a window's late
   events after a ``dedupe`` or ``aggregate``, completions opened out of order;
 - ``lookup`` over a JSON table (merged or ``into``, all columns or ``fields``, ``missing`` NULL or ``drop``);
+- results' ids where the docs give them: an event keeps the id it was read with (``spool:<segment>:<line>``, or
+  its envelope's), a window result has ``<step>:<window start µs>:<key JSON>``; a completion's time-out record
+  is compared without its id, which the docs do not give;
 - not yet: ``spawn``, ``tee``'s ``keep``, ``capture`` and processing time in ``complete``, ``on_error: fail``
   with an event that fails (the run stops), failing values in ``complete`` or under a typed ``schema``, ``min``,
   ``max`` and distinct counts of text beside numbers.
@@ -51,6 +54,7 @@ a Spark session) with Spark's.
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
@@ -579,8 +583,9 @@ def on_time(events: list[Event], size: int, delay: int, batches: list[int] | Non
     return taken
 
 
-def run_window(events: list[Event], keys: list[str], size: int, aggs: dict[str, str]) -> list[Event]:
-    """One record per key and tumbling window ``[start, start + size)`` (aligned to the epoch) holding events."""
+def run_window(events: list[Event], keys: list[str], size: int, aggs: dict[str, str], step: str = "w") -> list[Event]:
+    """One record per key and tumbling window ``[start, start + size)`` (aligned to the epoch) holding events, with
+    the id docs/state.md gives it: ``<step>:<window start µs>:<key JSON>``."""
     groups: dict[tuple[tuple[Any, ...], int], list[Event]] = {}
     for e in events:
         groups.setdefault((tuple(e.get(k) for k in keys), e[TIME] - e[TIME] % size), []).append(e)
@@ -588,6 +593,7 @@ def run_window(events: list[Event], keys: list[str], size: int, aggs: dict[str, 
     for (key, start), group in groups.items():
         record: Event = dict(zip(keys, key, strict=True))
         record.update(window_start=_iso(start), window_end=_iso(start + size))
+        record[ID] = f"{step}:{start * 1_000_000}:{json.dumps(list(key), separators=(',', ':'), ensure_ascii=False)}"
         xs = [g.get("x") for g in group]
         record.update({name: _aggregate(xs, len(group), spec) for name, spec in aggs.items()})
         out.append(record)
@@ -642,24 +648,27 @@ def step_failures(kind: str, config: dict[str, Any], events: list[Event], evalua
 
 def dead_letter(e: Event, step: str, error: str) -> Event:
     """What a step's ``on_error`` sink gets for an event that failed it: the event as it came to the step."""
-    return {"event": {k: v for k, v in e.items() if k not in (BATCH, TIME, INDEX)}, "step": step,
+    return {"event": {k: v for k, v in e.items() if k not in (BATCH, TIME, INDEX, ID)}, "step": step,
             "error": {"type": error}}
 
 
 def reference(case: Case, per_micro_batch: bool = False, evaluate: Evaluate = evaluate_here) -> list[Event]:
     """The pipeline's results over the case's events: as the local engine promises them, or as Spark does, reading
     the spool's segments one per micro-batch (``per_micro_batch``) or all in one."""
-    return reference_outputs(case, per_micro_batch, evaluate)[""]
+    return [{k: v for k, v in r.items() if k != ID} for r in reference_outputs(case, per_micro_batch, evaluate)[""]]
 
 
 def reference_outputs(case: Case, per_micro_batch: bool = False,
                       evaluate: Evaluate = evaluate_here) -> dict[str, list[Event]]:
     """``reference``'s results under ``""``, and what ``tee`` steps sent to each sink under its id; expressions
-    evaluated by ``evaluate``."""
+    evaluated by ``evaluate``. Records keep their id under ``ID`` where docs give it (None: a completion's time-out,
+    whose id they do not)."""
     events = [dict(e, **{TIME: e["t"]}) for e in case.events]
     for n, (first, end) in enumerate(case.segments()):
-        for e in events[first:end]:
+        for line, (i, e) in enumerate(zip(range(first, end), events[first:end], strict=True), 1):
             e[BATCH] = n if case.micro_batches else 0  # without it, Spark reads every segment in one
+            # docs/pipeline-file.md, Events: <source id>:<file>:<line>, or the envelope's own id
+            e[ID] = f"up:{i}" if i in case.envelopes else f"spool:part-{n + 1}.ndjson:{line}"
     sinks: dict[str, list[Event]] = {}
     for step in case.steps:
         kind, config = next(iter(step.items()))
@@ -689,7 +698,7 @@ def reference_outputs(case: Case, per_micro_batch: bool = False,
                 size = _seconds(c["tumbling"])
                 batches = [e[BATCH] for e in es] if per_micro_batch else None
                 taken = on_time(es, size, _seconds(c["watermark"]), batches)
-                return run_window(taken, c["key"], size, c["aggs"])
+                return run_window(taken, c["key"], size, c["aggs"], c["id"])
         errors = step_failures(kind, config, events, evaluate)
         if any(errors):  # the failed events go to the step's on_error: dropped (skip) or to its sink
             target = config.get("on_error", "fail")
@@ -706,6 +715,17 @@ def reference_outputs(case: Case, per_micro_batch: bool = False,
 
 TIME = "__time"
 """An event's time (its ``t`` as it came: a transform may drop or replace ``t``, and its time stays)."""
+ID = "__id"
+"""A record's id: an event's from where it was read, a window result's from its step, window and key."""
+
+
+def documented_id(record_id: str | None, record: Event) -> str | None:
+    """The id a result is compared by: its own, except a completion's time-out record's (``{<into>: {status:
+    timed_out, ...}}``), whose id docs/state.md does not give."""
+    values = list(record.values())
+    if len(values) == 1 and isinstance(values[0], dict) and values[0].get("status") == "timed_out":
+        return None
+    return record_id
 
 
 # ---------------------------------------------------------------- against the engines
@@ -776,15 +796,15 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
     """The reference's records against the local engine's and, with ``spark``, Spark's (order aside). Given a
     Spark session, the reference's expressions are evaluated by Spark's batch SQL over typed rows, and its own
     evaluator is held to that too."""
-    from tests.fuzz.oracles import _differences, _local_outputs, _spark_outputs, _spool, canonical, dead_letter_key
+    from tests.fuzz.oracles import _differences, _keyed, _local_outputs, _spark_outputs, _spool
 
     routes = ["", *case.sinks]
     evaluate = evaluate_here if spark is None else spark_evaluator(spark)
 
     def expected(per_micro_batch: bool, by: Evaluate = evaluate) -> dict[str, Counter[str]]:
         outputs = reference_outputs(case, per_micro_batch, by)
-        return {route: Counter((dead_letter_key if route == DEAD else canonical)(r) for r in outputs.get(route, []))
-                for route in routes}
+        return {route: _keyed(route, [(r.get(ID), {k: v for k, v in r.items() if k != ID})
+                                      for r in outputs.get(route, [])], documented_id) for route in routes}
 
     def got(outputs: dict[str, Counter[str]]) -> dict[str, Counter[str]]:
         return {route: outputs.get(route, Counter()) for route in routes}
@@ -793,10 +813,11 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="edgewise-reference-") as tmp:
         directory = Path(tmp)
         _spool(case, directory)
-        problems += _differences(expected(False), got(_local_outputs(case, directory)), "reference", "local engine")
+        problems += _differences(expected(False), got(_local_outputs(case, directory, documented_id)), "reference",
+                                 "local engine")
         if spark is not None and spark_keeps_the_order(case):
             problems += _differences(expected(False, evaluate_here), expected(False), "the reference's evaluator",
                                      "Spark's batch SQL")
-            remote = _spark_outputs(spark, case, directory)
+            remote = _spark_outputs(spark, case, directory, documented_id)
             problems += _differences(expected(True), got(remote), "reference", "spark")
     return problems
