@@ -24,6 +24,7 @@ from edgewise.clock import FakeClock
 from edgewise.config import BuildContext, load_text_plan
 from edgewise.engine.local import STDOUT, LocalEngine
 from edgewise.errors import SinkError
+from edgewise.events import Batch
 from edgewise.jsonio import dumps
 from edgewise.testing import CRASH, ListSink, run
 from tests.fuzz.generate import Case
@@ -50,6 +51,10 @@ def dead_letter_key(record: dict[str, Any]) -> str:
 Outputs = dict[str, Counter[str]]
 """Route ("" = results, else a sink id) -> multiset of canonical records."""
 
+FAILED = "<failed>"
+"""The route of events that failed a step with ``on_error: fail`` (reported, and the run exits 1), as dead
+letters: the event as it came to the step, the step, the error class."""
+
 
 IdOf = Any
 """``(id, record) -> id or None``: the id a record is compared with (None: its id is not compared)."""
@@ -58,7 +63,7 @@ IdOf = Any
 def _keyed(route: str, pairs: list[tuple[str, Any]], id_of: IdOf) -> Counter[str]:
     """A route's records as canonical keys: dead letters by event, step and error class; results, given
     ``id_of``, with their ids."""
-    if route == "dead":
+    if route in ("dead", FAILED):
         return Counter(dead_letter_key(r) for _, r in pairs)
     if id_of is not None and route == "":
         return Counter(canonical({"id": id_of(i, r), "record": r}) for i, r in pairs)
@@ -70,8 +75,15 @@ def _local_outputs(case: Case, directory: Path, id_of: IdOf = None) -> Outputs:
     sinks = {sid: ListSink(sid) for sid in plan.sinks}
     sinks[STDOUT] = ListSink(STDOUT)
     engine = LocalEngine(plan, clock=FakeClock(NOW_US), sinks=dict(sinks), stdout=io.BytesIO(), errors=io.StringIO())
+    failed: list[tuple[str, Any]] = []
+
+    def on_failed(one: Batch, exc: Exception, pipeline_id: str, step_id: str) -> None:
+        failed.append(("", {"event": one.payloads[0], "step": step_id,
+                            "error": {"type": getattr(exc, "error_class", type(exc).__name__)}}))
+
+    engine.ctx.on_failed = on_failed
     engine.run([plan.source_classes[s.id](s, BuildContext(str(directory))) for s in plan.sources])
-    out: Outputs = {}
+    out: Outputs = {FAILED: _keyed(FAILED, failed, None)}
     for sid, sink in sinks.items():
         route = "" if sid == STDOUT else sid
         out[route] = _keyed(route, list(zip(sink.ids, sink.records, strict=True)), id_of)
