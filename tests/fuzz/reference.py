@@ -232,7 +232,7 @@ def reference_cases(draw: st.DrawFn) -> Case:
         events = draw(st.permutations(events))
     watermarks = st.sampled_from([WATERMARK] if in_order else ["0s", "2s", "5s"])
     kinds = draw(st.lists(st.sampled_from(STEPS), max_size=3))
-    last = draw(st.sampled_from(["window", None] if text_in_x else ["window", "complete", None]))
+    last = draw(st.sampled_from(["window", "complete", None]))
     if last or not kinds:
         kinds.append(last or "window")
     steps: list[dict[str, Any]] = []
@@ -634,8 +634,10 @@ def step_failures(kind: str, config: dict[str, Any], events: list[Event], evalua
         mark(live, list(config.get("set", {}).values()), [events[i] for i in live])
     elif kind == "lookup":
         mark(live, [config["key"]], [events[i] for i in live])
-    elif kind == "complete":
-        mark(live, list(config["parts"].values()), [events[i] for i in live])
+    elif kind == "complete":  # an event without a key passes unchanged: its parts are not evaluated
+        keys = evaluate(config["key"], [events[i] for i in live])
+        keyed = [i for i, key in zip(live, keys, strict=True) if key is not None]
+        mark(keyed, list(config["parts"].values()), [events[i] for i in keyed])
     elif kind == "transform":
         now = {i: events[i] for i in live}
         for op in config["ops"]:
@@ -748,11 +750,11 @@ def reference_applies(case: Case) -> bool:
 
 
 def _takes_text_in_x(case: Case) -> bool:
-    """The case may have text in ``x`` (``reference_cases``' ``text_in_x``): untyped, every step skips or
-    dead-letters what fails it, no ``complete``, dedupes by ``k`` and aggregates ``AGGREGATES_OF_TEXT``."""
+    """The case may have text in ``x`` (``reference_cases``' ``text_in_x``): untyped, dedupes by ``k`` and
+    aggregates ``AGGREGATES_OF_TEXT``."""
     configs = [next(iter(s.items())) for s in case.steps]
     return (case.schema == "" and all(c.get("on_error", "fail") in ("skip", DEAD, "fail") for _, c in configs)
-            and all(kind != "complete" and (kind != "dedupe" or c["key"] == "k")
+            and all((kind != "dedupe" or c["key"] == "k")
                     and all(a in AGGREGATES_OF_TEXT for a in c.get("aggs", {}).values()) for kind, c in configs))
 
 
