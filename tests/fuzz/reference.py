@@ -11,8 +11,8 @@ to Spark's each time both run; never by the engine's compiler.
 What it covers, and what it leaves to the other oracles:
 
 - chains of any length of ``filter``, ``gate``, ``annotate``, ``transform`` (``set``, ``rename``, ``drop``,
-  ``keep``), ``tee`` (with ``set``: its sink's records are compared too), ``dedupe`` and ``aggregate`` in any
-  order, any of them with a ``when``, ending in at most one tumbling
+  ``keep``), ``tee`` (with ``set`` and ``keep``: its sink's records are compared too), ``dedupe`` and
+  ``aggregate`` in any order, any of them with a ``when``, ending in at most one tumbling
   ``window`` or one event-time ``complete`` (last: what follows a window sees its results in the order the
   engine closes windows, which is not part of the documented semantics, and a completion's time-out record has
   no fields for the steps after it to read);
@@ -46,7 +46,7 @@ What it covers, and what it leaves to the other oracles:
 - results' ids where the docs give them: an event keeps the id it was read with (``spool:<segment>:<line>``, or
   its envelope's), a window result has ``<step>:<window start µs>:<key JSON>``; a completion's time-out record
   is compared without its id, which the docs do not give;
-- not yet: ``spawn``, ``tee``'s ``keep``, ``capture`` and processing time in ``complete``, failing values in
+- not yet: ``spawn``, ``capture`` and processing time in ``complete``, failing values in
   ``complete`` or under a typed ``schema``, ``min``, ``max`` and distinct counts of text beside numbers (which the
   docs do not define, and the engines do not agree on: ``cases/window-min-and-max-of-numbers-and-their-text.yaml``).
 
@@ -257,6 +257,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
             config["to"] = "copies"
             if draw(st.booleans()):
                 config["set"] = draw(_settings(i))
+            if draw(st.booleans()):
+                config["keep"] = draw(st.sampled_from([["k", "x"], ["t"], ["s", f"f{i}", f"n{i}"], ["missing"]]))
         elif kind == "lookup":
             config.update(table=TABLE, key=draw(st.sampled_from(["k", "lower(k)"])), match="k")
             if draw(st.booleans()):
@@ -688,7 +690,11 @@ def reference_outputs(case: Case, per_micro_batch: bool = False,
             run = lambda es, c=config: run_transform(es, c["ops"], evaluate)  # noqa: E731
         elif kind == "tee":
             def run(es: list[Event], c: dict[str, Any] = config) -> list[Event]:
-                sinks.setdefault(c["to"], []).extend(run_set(es, c.get("set", {}), evaluate))
+                """The copy: ``set`` applied, then only the top-level fields ``keep`` names that it has."""
+                copies = run_set(es, c.get("set", {}), evaluate)
+                if "keep" in c:
+                    copies = [{k: v for k, v in e.items() if k in c["keep"] or k.startswith("__")} for e in copies]
+                sinks.setdefault(c["to"], []).extend(copies)
                 return es
         elif kind == "lookup":
             run = lambda es, c=config: run_lookup(es, evaluate(c["key"], es), c, case.tables[c["table"]])  # noqa: E731
