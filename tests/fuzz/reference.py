@@ -46,7 +46,7 @@ What it covers, and what it leaves to the other oracles:
 - results' ids where the docs give them: an event keeps the id it was read with (``spool:<segment>:<line>``, or
   its envelope's), a window result has ``<step>:<window start µs>:<key JSON>``; a completion's time-out record
   is compared without its id, which the docs do not give;
-- not yet: ``spawn``, ``capture`` and processing time in ``complete``, failing values in
+- not yet: ``spawn``, processing time in ``complete``, failing values in
   ``complete`` or under a typed ``schema``, ``min``, ``max`` and distinct counts of text beside numbers (which the
   docs do not define, and the engines do not agree on: ``cases/window-min-and-max-of-numbers-and-their-text.yaml``).
 
@@ -277,6 +277,10 @@ def reference_cases(draw: st.DrawFn) -> Case:
             config.update(key="k", parts={f"p{j}": c for j, c in enumerate(parts)}, into="done",
                           timeout=draw(st.sampled_from(["3s", "5s", "10s"])),
                           watermark=draw(st.sampled_from(["0s", "2s"])))
+            if draw(st.booleans()):
+                config["capture"] = {part: fields for part, fields in zip(
+                    config["parts"], draw(st.lists(st.sampled_from([["x"], ["s", "t"], ["nope"], ["x", "k"]]),
+                                                   min_size=1, max_size=len(parts))), strict=False)}
         else:
             chosen = draw(st.lists(st.sampled_from(AGGREGATES_OF_TEXT if text_in_x else AGGREGATES), min_size=1,
                                    max_size=3, unique=True))
@@ -531,21 +535,27 @@ def run_aggregate(events: list[Event], keys: list[str], aggs: dict[str, str], in
 
 
 def run_complete(events: list[Event], key: str, parts: dict[str, str], timeout: int, delay: int,
-                 into: str, evaluate: Evaluate = evaluate_here) -> list[Event]:
+                 into: str, evaluate: Evaluate = evaluate_here, capture: dict[str, list[str]] | None = None,
+                 ) -> list[Event]:
     """docs/state.md, ``complete``: an event with a key and at least one part (a condition that is true) joins
     the key's open completion, or opens one whose deadline is its time plus ``timeout``. It leaves with
-    ``{status, key, seen, missing}`` under ``into`` (parts in the order they are declared; ``parts`` only with
-    ``capture``, which the reference does not draw): ``completed`` when no part is missing (the completion
+    ``{status, key, seen, missing}`` under ``into`` (parts in the order they are declared), and with a
+    ``capture`` ``parts``: each part seen that ``capture`` names, with its fields as ``capture`` writes them, read
+    from the part's latest event (NULL where it has none): ``completed`` when no part is missing (the completion
     closes), ``triggered`` otherwise. When event time reaches a new largest value, every open completion whose
     deadline is at or before the watermark (that time minus ``delay``) times out first: a record of its own,
     ``{into: {status: timed_out, ...}}``. At the end of the input every open completion times out."""
     names = list(parts)
     truths = {n: evaluate(parts[n], events) for n in names}
     open_: dict[Any, tuple[int, set[str]]] = {}  # key -> (deadline, parts seen)
+    captured: dict[Any, dict[str, dict[str, Any]]] = {}  # key -> part -> its captured fields
 
     def status(name: str, k: Any, seen: set[str]) -> dict[str, Any]:
-        return {"status": name, "key": k, "seen": [n for n in names if n in seen],
-                "missing": [n for n in names if n not in seen]}
+        record = {"status": name, "key": k, "seen": [n for n in names if n in seen],
+                  "missing": [n for n in names if n not in seen]}
+        if capture:
+            record["parts"] = {n: captured[k][n] for n in names if n in seen and n in capture}
+        return record
 
     def time_out(watermark: float) -> list[Event]:
         due = [k for k, (deadline, _) in open_.items() if deadline <= watermark]
@@ -562,8 +572,12 @@ def run_complete(events: list[Event], key: str, parts: dict[str, str], timeout: 
         if k is None or not matched:
             out.append(e)
             continue
+        if k not in open_:
+            captured[k] = {}
         _, seen = open_.setdefault(k, (e[TIME] + timeout, set()))
         seen |= matched
+        for n in matched:
+            captured[k][n] = {field: e.get(field) for field in (capture or {}).get(n, [])}
         if len(seen) == len(names):
             del open_[k]
             out.append({**e, into: status("completed", k, seen)})
@@ -705,7 +719,7 @@ def reference_outputs(case: Case, per_micro_batch: bool = False,
             run = lambda es, c=config: run_aggregate(es, c["key"], c["aggs"], c["into"])  # noqa: E731
         elif kind == "complete":
             run = lambda es, c=config: run_complete(es, c["key"], c["parts"], _seconds(c["timeout"]),  # noqa: E731
-                                                    _seconds(c["watermark"]), c["into"], evaluate)
+                                                    _seconds(c["watermark"]), c["into"], evaluate, c.get("capture"))
         else:
             def run(es: list[Event], c: dict[str, Any] = config) -> list[Event]:
                 size = _seconds(c["tumbling"])
@@ -782,8 +796,8 @@ def _step_applies(kind: str, config: dict[str, Any]) -> bool:
     if kind in ("aggregate", "window"):
         return (all(a in AGGREGATES for a in config["aggs"].values()) and all(k == "k" for k in config["key"])
                 and (kind == "aggregate" or ("tumbling" in config and "when" not in config)))
-    return bool(kind == "complete" and config["key"] == "k" and not config.get("capture")
-                and config.get("time") != "processing" and all(c in conditions for c in config["parts"].values()))
+    return bool(kind == "complete" and config["key"] == "k" and config.get("time") != "processing"
+                and all(c in conditions for c in config["parts"].values()))
 
 
 def _events_apply(case: Case, text_in_x: bool) -> bool:
