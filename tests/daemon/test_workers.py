@@ -137,24 +137,31 @@ def test_state_committed_before_a_crash_is_not_counted_again(tmp_path):
     writer.close()
 
 
-def test_a_worker_waits_for_more_only_once_it_took_everything_waiting(tmp_path, monkeypatch):
-    """A worker pauses (``idle_wait``) after a lease only when the queue had nothing more: with a backlog it
-    leases again at once. It once paused after every lease under ``max_batch`` events, four 1,000-event requests
-    included, and processed half as fast as it could (BENCHMARKS.md, issue 41)."""
+def test_a_worker_pauses_only_when_the_queue_is_drained_or_requests_arrive(tmp_path, monkeypatch):
+    """A worker pauses (``idle_wait``) after a lease when the queue had nothing more, or when requests arrived
+    since its last lease (ingest comes first); a backlog with nothing arriving it leases again at once. It once
+    paused after every lease under ``max_batch`` events, four 1,000-event requests included, and took a backlog
+    at half the speed it could (BENCHMARKS.md, issue 41)."""
     writer = QueueWriter(queue_path(str(tmp_path)), "none")
-    for n in range(9):
+
+    def append(n: int) -> None:
         body = b"".join(orjson.dumps({"dev": f"d{n}", "v": v}) + b"\n" for v in range(1000))
         writer.submit(Append("http", "ndjson", body, 1000)).result(10)
-    worker = _worker(tmp_path)
-    pauses: list[int] = []
-    monkeypatch.setattr("edgewise.daemon.worker.time.sleep", lambda seconds: pauses.append(worker.acked))
+
+    for n in range(13):
+        append(n)
+    worker = _worker(tmp_path)  # what waits when it starts is a backlog, not arrivals
+    paused: list[int] = []
+    monkeypatch.setattr("edgewise.daemon.worker.time.sleep", lambda seconds: paused.append(len(worker.pending)))
     leased = []
     while worker.step():
         leased.append(len(worker.pending))
+        if len(leased) == 1:
+            append(13)  # a request arrives while the backlog is worked through
     worker.commit()
-    assert leased == [4, 8, 9]  # max_batch 4,096: four entries a lease
-    assert len(pauses) == 1  # after the last lease only, which took the last entry
-    assert worker.lookup("totals", '["d8"]') == {"value": {"n": 1000, "s": 499500}}
+    assert leased == [4, 8, 12, 14]  # max_batch 4,096: four entries a lease
+    assert paused == [8, 14]  # after the lease that followed the arrival, and after the one that drained the queue
+    assert worker.lookup("totals", '["d13"]') == {"value": {"n": 1000, "s": 499500}}
     worker.close()
     writer.close()
 

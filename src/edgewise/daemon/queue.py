@@ -322,6 +322,11 @@ class QueueReader:
                 "WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)).fetchall())
         return taken
 
+    def last_appended(self) -> int:
+        """The sequence number of the newest entry ever appended (0: none): it grows while requests arrive."""
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
+        return int(row[0]) if row else 0
+
     def keep_recent(self, entries: int) -> None:
         """Keep the last ``entries`` sequence numbers of finished input in ``recent`` (0: none)."""
         with transaction(self.conn) as c:
