@@ -57,8 +57,11 @@ class Mutation:
 
 MUTATIONS = [
     Mutation("dedupe within is inclusive", "steps", "src/edgewise/steps/dedupe.py",
-             "abs(t - first) < within:", "abs(t - first) <= within:",
+             "abs(t - kept) < within)", "abs(t - kept) <= within)",
              ("tests/test_steps.py", "tests/test_stateful.py", "tests/spark/test_chained_steps.py", CONFORMANCE)),
+    Mutation("dedupe remembers only the latest kept time of a key", "steps", "src/edgewise/steps/dedupe.py",
+             "earlier.setdefault(text, []).append(kept)", "pass",
+             ("tests/test_stateful.py", "tests/fuzz/test_pipelines.py")),
     Mutation("an event on a window boundary goes into the window before", "steps",
              "src/edgewise/steps/window.py", "            start = t - t % size\n            if start <= horizon:",
              "            start = t - t % size - (size if t % size == 0 and t else 0)\n"
