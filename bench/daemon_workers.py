@@ -23,7 +23,6 @@ import asyncio
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench import ingest  # noqa: E402
 from bench.common import campaign_table  # noqa: E402
-from bench.ingest import Client, queue_of, run, start_daemon, wait_for_workers  # noqa: E402
+from bench.ingest import Client, children, queue_of, run, start_daemon, wait_for_workers  # noqa: E402
 from bench.ysb_windowed import WINDOW_MS, plain_loop  # noqa: E402
 
 SIDES = [("windowed", 1), ("stateless", 1), ("stateless", 2)]
@@ -62,11 +61,6 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
-    return [int(p) for p in out]
-
-
 def window_counts(directory: str) -> dict[tuple[str, int], int]:
     """(campaign, window start in ms) -> views, from the file sink's segments."""
     counts: dict[tuple[str, int], int] = {}
@@ -82,37 +76,43 @@ def window_counts(directory: str) -> dict[tuple[str, int], int]:
 def one_round(bodies: list[bytes], events: int, kind: str, workers: int) -> dict[str, Any]:
     directory = tempfile.mkdtemp(prefix="edgewise-bench-daemon-")
     proc, port = start_daemon(directory, "group", kind, workers=workers, text=PIPELINES[kind])
-    wait_for_workers(port, count=workers)  # a worker still importing would take a core from the measurement
-    pids = children(proc.pid)
-    before = {pid: cpu_seconds(pid) for pid in [proc.pid, *pids]}
-    client_before = time.process_time()
-    began = time.perf_counter()
+    try:
+        wait_for_workers(port, count=workers)  # a worker still importing would take a core from the measurement
+        pids = children(proc.pid)
+        before = {pid: cpu_seconds(pid) for pid in [proc.pid, *pids]}
+        client_before = time.process_time()
+        began = time.perf_counter()
 
-    async def post_all() -> None:
-        async def connection(k: int) -> None:
-            client = Client("127.0.0.1", port)
-            for i in range(k, len(bodies), CONNECTIONS):
-                status = await client.post("/v1/events", bodies[i], "application/x-ndjson")
-                if status != 202:
-                    raise RuntimeError(f"the daemon answered {status}")
-        await asyncio.gather(*(connection(k) for k in range(CONNECTIONS)))
+        async def post_all() -> None:
+            async def connection(k: int) -> None:
+                client = Client("127.0.0.1", port)
+                for i in range(k, len(bodies), CONNECTIONS):
+                    status = await client.post("/v1/events", bodies[i], "application/x-ndjson")
+                    if status != 202:
+                        raise RuntimeError(f"the daemon answered {status}")
+            await asyncio.gather(*(connection(k) for k in range(CONNECTIONS)))
 
-    run(post_all())
-    posted = time.perf_counter() - began
-    client_cpu = time.process_time() - client_before
-    while queue_of(port)["processed_events"] < events:
-        time.sleep(0.005)
-    elapsed = time.perf_counter() - began
-    used = {pid: cpu_seconds(pid) - before[pid] for pid in before}
-    proc.terminate()  # drains: the file sink seals its last segment
-    proc.wait(120)
-    row = {"pipeline": kind, "workers": workers, "seconds": round(elapsed, 3), "posted_s": round(posted, 3),
-           "events_per_s": round(events / elapsed), "server_cpu_s": round(used[proc.pid], 2),
-           "worker_cpu_s": [round(used[p], 2) for p in pids if used[p] > 0.05], "client_cpu_s": round(client_cpu, 2)}
-    if kind == "windowed":
-        row["windows"] = window_counts(os.path.join(directory, "out"))  # the pipeline's ./out, beside it
-    shutil.rmtree(directory, ignore_errors=True)
-    return row
+        run(post_all())
+        posted = time.perf_counter() - began
+        client_cpu = time.process_time() - client_before
+        while queue_of(port)["processed_events"] < events:
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - began
+        used = {pid: cpu_seconds(pid) - before[pid] for pid in before}
+        proc.terminate()  # drains: the file sink seals its last segment
+        proc.wait(120)
+        row = {"pipeline": kind, "workers": workers, "seconds": round(elapsed, 3), "posted_s": round(posted, 3),
+               "events_per_s": round(events / elapsed), "server_cpu_s": round(used[proc.pid], 2),
+               "worker_cpu_s": [round(used[p], 2) for p in pids if used[p] > 0.05],
+               "client_cpu_s": round(client_cpu, 2)}
+        if kind == "windowed":
+            row["windows"] = window_counts(os.path.join(directory, "out"))  # the pipeline's ./out, beside it
+        return row
+    finally:  # a failed round leaves no daemon running and no directory behind
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(60)
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def main() -> None:

@@ -210,6 +210,12 @@ def start_daemon(directory: str, fsync: str, kind: str, nice: int | None = None,
 MEMORY: dict[str, dict[str, Any]] = {}
 
 
+def children(pid: int) -> list[int]:
+    """The process ids of a process's children (the daemon's workers)."""
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(p) for p in out]
+
+
 def peak_rss_mb(pid: int) -> float | None:
     """The process's peak resident memory (VmHWM), in MB."""
     try:
@@ -251,16 +257,14 @@ def fresh_daemon(directory: str, fsync: str, pause_workers: bool, kind: str = "s
     phase = tempfile.mkdtemp(dir=directory)
     proc, port = start_daemon(phase, fsync, kind, nice)
     wait_for_workers(port)  # a worker still importing at the start would take a core from the measurement
-    workers = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                              text=True).stdout.split()] if pause_workers else []
+    workers = children(proc.pid) if pause_workers else []
     for pid in workers:
         os.kill(pid, signal.SIGSTOP)
     try:
         yield port
     finally:
         MEMORY[f"{fsync}:{kind}:{len(MEMORY)}"] = {"daemon_peak_rss_mb": peak_rss_mb(proc.pid), "worker_peak_rss_mb": [
-            peak_rss_mb(int(p)) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                                        text=True).stdout.split()]}
+            peak_rss_mb(p) for p in children(proc.pid)]}
         for pid in workers:
             os.kill(pid, signal.SIGCONT)
         proc.kill()  # the queue is thrown away with the directory: no need to drain it

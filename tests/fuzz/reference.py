@@ -839,10 +839,11 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="edgewise-reference-") as tmp:
         directory = Path(tmp)
         _spool(case, directory)
-        problems += _differences(expected(False), got(_local_outputs(case, directory, documented_id)), "reference",
+        wanted = expected(False)
+        problems += _differences(wanted, got(_local_outputs(case, directory, documented_id)), "reference",
                                  "local engine")
-        if spark is not None and spark_keeps_the_order(case) and not reference_outputs(case).get(FAILED):
-            problems += _differences(expected(False, evaluate_here), expected(False), "the reference's evaluator",
+        if spark is not None and spark_keeps_the_order(case) and not wanted[FAILED]:
+            problems += _differences(expected(False, evaluate_here), wanted, "the reference's evaluator",
                                      "Spark's batch SQL")
             remote = _spark_outputs(spark, case, directory, documented_id)
             problems += _differences(expected(True), got(remote), "reference", "spark")
