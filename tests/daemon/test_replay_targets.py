@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import secrets
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -12,6 +14,7 @@ import pytest
 
 from edgewise.sources.replay import ReplaySourceConfig
 from tests.conftest import need, port_open
+from tests.daemon.helpers import wait_for
 from tests.daemon.test_api import read_spool
 from tests.test_replay import HSL, edgewise
 
@@ -75,3 +78,45 @@ def test_an_hfp_recording_is_published_to_mqtt_as_recorded() -> None:
         sub.loop_stop()
         sub.disconnect()
     assert received == expected
+
+
+def test_two_replays_to_one_broker_at_once_each_deliver_every_message_once(tmp_path: Path) -> None:
+    """Each publisher connects with an id of its own: with one shared id (an `mqtt` sink's was its sink id) a broker
+    closes one connection whenever the other connects, and each reconnect sends again what was in flight."""
+    need(port_open(1883), "Mosquitto on 127.0.0.1:1883")
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    topic = f"ew-two-replays/{secrets.token_hex(4)}"
+    files = []
+    for side in ("a", "b"):
+        path = tmp_path / f"{side}.ndjson"
+        path.write_bytes(b"".join(orjson.dumps({"side": side, "n": i, "t": i}) + b"\n" for i in range(8000)))
+        files.append(path)
+    received: list[tuple[str, int]] = []
+    subscribed = threading.Event()
+    # MQTT 5 with the widest window, so a loaded machine's slow subscriber is not what the broker drops from
+    sub = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"sub-{secrets.token_hex(4)}",
+                      protocol=mqtt.MQTTv5)
+    window = Properties(PacketTypes.CONNECT)
+    window.ReceiveMaximum = 65535
+    sub.on_connect = lambda c, *a: c.subscribe(topic, qos=1)
+    sub.on_subscribe = lambda *a: subscribed.set()
+    sub.on_message = lambda c, u, msg: received.append((orjson.loads(msg.payload)["side"],
+                                                        orjson.loads(msg.payload)["n"]))
+    sub.connect("127.0.0.1", 1883, properties=window)
+    sub.loop_start()
+    try:
+        assert subscribed.wait(10)
+        command = [sys.executable, "-m", "edgewise", "replay", "--format", "ndjson", "--time-field", "t",
+                   "--speed", "max", "--to", f"mqtt://127.0.0.1:1883/{topic}", "--quiet", "--progress", "off"]
+        replays = [subprocess.Popen([*command, str(path)], stderr=subprocess.PIPE, text=True) for path in files]
+        for replay in replays:
+            _, err = replay.communicate(timeout=120)
+            assert replay.returncode == 0, err
+        wait_for(lambda: len(received) >= 16000, what="both replays' messages", timeout=30)
+    finally:
+        sub.loop_stop()
+        sub.disconnect()
+    assert sorted(received) == [(side, n) for side in ("a", "b") for n in range(8000)]

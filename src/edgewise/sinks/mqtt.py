@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import secrets
 import threading
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -32,7 +33,8 @@ class MqttSinkConfig(SinkConfig):
     topic: str = Field(min_length=1, description="topic; {field} is replaced by the payload's field")
     qos: Literal[0, 1, 2] = 1
     retain: bool = False
-    client_id: str | None = Field(None, description="default edgewise-sink-<sink id>")
+    client_id: str | None = Field(None, description="default edgewise-sink-<sink id>-<8 random hex digits>: "
+                                  "a broker closes a client's connection when another connects with its id")
     timeout: Duration = Field(10_000_000, description="how long to wait for the broker's acknowledgements")
 
 
@@ -53,8 +55,12 @@ class MqttSink(Sink):
     def open(self, ctx: SinkContext) -> None:
         c = self.config
         url = urlsplit(c.url)
-        client = self.mqtt.Client(self.mqtt.CallbackAPIVersion.VERSION2,
-                                  client_id=c.client_id or f"edgewise-sink-{self.id}", protocol=self.mqtt.MQTTv311)
+        # a publisher keeps no session at the broker (clean session), so its id need not be stable; it must be
+        # unique: a broker closes a client's connection when another connects with the same id, and two gateways
+        # running one pipeline file (or two replays) would throw each other off and resend what was in flight
+        client_id = c.client_id or f"edgewise-sink-{self.id}-{secrets.token_hex(4)}"
+        client = self.mqtt.Client(self.mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                                  protocol=self.mqtt.MQTTv311)
         client.on_connect = lambda *a: self._connected.set()
         client.on_disconnect = lambda *a: self._connected.clear()
         client.connect_async(url.hostname or "127.0.0.1", url.port or 1883)

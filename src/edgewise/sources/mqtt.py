@@ -6,6 +6,13 @@ published while the daemon is down wait at the broker and arrive when it is back
 again (at-least-once). While the queue is above its high-water mark the receiving thread waits, so TCP and the
 broker's in-flight window push back on publishers. Reconnects on its own with backoff.
 
+MQTT 5 by default, to let the broker send up to ``receive_maximum`` (65535) messages ahead of their
+acknowledgements. Each message is acknowledged only once it is on disk; under MQTT 3.1.1 the broker's own window
+applies (mosquitto's ``max_inflight_messages``: 20), so a publisher that outpaces 20 messages per disk sync fills
+the broker's queue for the daemon, and a broker drops what goes past that queue's limit (mosquitto's
+``max_queued_messages``: 1000) although it acknowledged it to the publisher. ``protocol: "3.1.1"`` for a broker
+without MQTT 5.
+
 ``format: json`` takes each message body as one JSON object; ``format: hfp`` decodes Helsinki HFP v2 messages
 (the topic's levels become fields under ``topic``). A message that cannot be decoded is dead-lettered with the
 reason, and acknowledged.
@@ -47,6 +54,10 @@ class MqttSourceConfig(SourceConfig):
                               "published while the daemon was down)")
     format: Literal["json", "hfp"] = Field("json", description="message body format")
     keepalive: int = Field(30, ge=5, le=3600, description="seconds between keep-alive pings")
+    protocol: Literal["5", "3.1.1"] = Field("5", description="MQTT version; 3.1.1 for a broker without MQTT 5 "
+                                            "(the broker's own in-flight limit then applies)")
+    receive_maximum: int = Field(65535, ge=1, le=65535, description="MQTT 5: how many messages the broker may "
+                                 "send ahead of their acknowledgements (each waits for its disk sync)")
     password_env: str | None = Field(None, description="environment variable holding the password")
 
 
@@ -68,8 +79,15 @@ class MqttSource(DaemonSource):
         c = self.config
         mqtt = self.mqtt
         url = urlsplit(c.url)
-        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=c.client_id or f"edgewise-{self.id}",
-                             clean_session=c.clean_start, protocol=mqtt.MQTTv311, manual_ack=True)
+        client_id = c.client_id or f"edgewise-{self.id}"
+        properties = None
+        if c.protocol == "5":
+            client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5,
+                                 manual_ack=True)
+            properties = self._connect_properties()
+        else:
+            client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
+                                 clean_session=c.clean_start, protocol=mqtt.MQTTv311, manual_ack=True)
         if url.username:
             password = os.environ.get(c.password_env) if c.password_env else url.password
             client.username_pw_set(url.username, password)
@@ -104,9 +122,25 @@ class MqttSource(DaemonSource):
         client.on_connect = on_connect
         client.on_disconnect = on_disconnect
         client.on_message = on_message
-        client.connect_async(url.hostname or "127.0.0.1", url.port or 1883, keepalive=c.keepalive)
+        if properties is None:
+            client.connect_async(url.hostname or "127.0.0.1", url.port or 1883, keepalive=c.keepalive)
+        else:  # every reconnect resumes the session; clean_start: true asks for a clean one, as MQTT 3.1.1 did
+            client.connect_async(url.hostname or "127.0.0.1", url.port or 1883, keepalive=c.keepalive,
+                                 clean_start=c.clean_start, properties=properties)
         client.loop_start()
         self.client = client
+
+    def _connect_properties(self) -> Any:
+        """MQTT 5's CONNECT: the window of unacknowledged messages, and a session that outlives the connection
+        unless ``clean_start`` (MQTT 3.1.1's persistent session: the broker keeps it until the client returns)."""
+        c = self.config
+        properties = importlib.import_module("paho.mqtt.properties")
+        packettypes = importlib.import_module("paho.mqtt.packettypes")
+        connect = properties.Properties(packettypes.PacketTypes.CONNECT)
+        connect.ReceiveMaximum = c.receive_maximum
+        if not c.clean_start:
+            connect.SessionExpiryInterval = 0xFFFFFFFF  # never expires, as a 3.1.1 persistent session
+        return connect
 
     def stop(self) -> None:
         if self.client is not None:
