@@ -79,15 +79,12 @@ class MqttSource(DaemonSource):
         c = self.config
         mqtt = self.mqtt
         url = urlsplit(c.url)
-        client_id = c.client_id or f"edgewise-{self.id}"
-        properties = None
-        if c.protocol == "5":
-            client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5,
-                                 manual_ack=True)
-            properties = self._connect_properties()
-        else:
-            client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id,
-                                 clean_session=c.clean_start, protocol=mqtt.MQTTv311, manual_ack=True)
+        v5 = c.protocol == "5"
+        # MQTT 3.1.1 asks for a clean session when the client is made, MQTT 5 at each connect (a reconnect
+        # resumes the session unless clean_start: true, as a 3.1.1 clean session started afresh every time)
+        session: dict[str, Any] = {} if v5 else {"clean_session": c.clean_start}
+        client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=c.client_id or f"edgewise-{self.id}",
+                             protocol=mqtt.MQTTv5 if v5 else mqtt.MQTTv311, manual_ack=True, **session)
         if url.username:
             password = os.environ.get(c.password_env) if c.password_env else url.password
             client.username_pw_set(url.username, password)
@@ -122,11 +119,8 @@ class MqttSource(DaemonSource):
         client.on_connect = on_connect
         client.on_disconnect = on_disconnect
         client.on_message = on_message
-        if properties is None:
-            client.connect_async(url.hostname or "127.0.0.1", url.port or 1883, keepalive=c.keepalive)
-        else:  # every reconnect resumes the session; clean_start: true asks for a clean one, as MQTT 3.1.1 did
-            client.connect_async(url.hostname or "127.0.0.1", url.port or 1883, keepalive=c.keepalive,
-                                 clean_start=c.clean_start, properties=properties)
+        connect = {"clean_start": c.clean_start, "properties": self._connect_properties()} if v5 else {}
+        client.connect_async(url.hostname or "127.0.0.1", url.port or 1883, keepalive=c.keepalive, **connect)
         client.loop_start()
         self.client = client
 
