@@ -8,12 +8,14 @@ windowed pipeline's results (the file sink's segments) are checked by content ev
 ``bench/ysb_windowed.py``'s plain loop: each (campaign, window) with its views.
 
 Sides, alternating round by round: the ``windowed`` pipeline (YSB's windowed part: filter, campaign lookup, 10 s
-tumbling count per campaign) at one worker, and the ``stateless`` one (the filter alone) at one and two workers,
-the only pipeline a second worker may run today. CPU seconds come from ``/proc`` (server, each worker) and from
-this process (the client), so the report says which process is the bottleneck: with two cores, a second worker
-can only help as far as the server leaves a core free.
+tumbling count per campaign) at one and two workers (two: partitioned by campaign, ``engine/partitions.py``), and
+the ``stateless`` one (the filter alone) at one and two workers. A round ends when every event is processed and
+the queue is empty (every partition delivered everything). CPU seconds come from ``/proc`` (server, each worker)
+and from this process (the client), so the report says which process is the bottleneck: with two cores, a second
+worker can only help as far as the server leaves a core free.
 
-    .venv/bin/python bench/daemon_workers.py [--events 500000] [--rounds 3] [--out bench/results/daemon_workers.json]
+    .venv/bin/python bench/daemon_workers.py [--events 500000] [--rounds 3] [--sides windowed]
+        [--out bench/results/daemon_workers.json]
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from bench.common import campaign_table  # noqa: E402
 from bench.ingest import Client, children, queue_of, run, start_daemon, wait_for_workers  # noqa: E402
 from bench.ysb_windowed import WINDOW_MS, plain_loop  # noqa: E402
 
-SIDES = [("windowed", 1), ("stateless", 1), ("stateless", 2)]
+SIDES = [("windowed", 1), ("windowed", 2), ("stateless", 1), ("stateless", 2)]
 WATERMARK_S = 5
 """The windows' watermark delay here: four connections post at once, so requests are queued a few apart from
 their order in the input (events up to ~0.4 s of event time out of order); with 5 s none is late, and the closed
@@ -95,7 +97,7 @@ def one_round(bodies: list[bytes], events: int, kind: str, workers: int) -> dict
         run(post_all())
         posted = time.perf_counter() - began
         client_cpu = time.process_time() - client_before
-        while queue_of(port)["processed_events"] < events:
+        while (q := queue_of(port))["processed_events"] < events or q["queued_events"]:
             time.sleep(0.005)
         elapsed = time.perf_counter() - began
         used = {pid: cpu_seconds(pid) - before[pid] for pid in before}
@@ -119,6 +121,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--events", type=int, default=500_000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sides", choices=["all", "windowed", "stateless"], default="all")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "daemon_workers.json"))
     args = parser.parse_args()
     from edgewise.sources.ysb import YsbWorkload
@@ -132,8 +135,9 @@ def main() -> None:
                                                                 campaign_table()).items()
                 if window[1] + WINDOW_MS <= last_ms - WATERMARK_S * 1000}
     rows: dict[str, list[dict[str, Any]]] = {}
+    sides = [s for s in SIDES if args.sides in ("all", s[0])]
     for r in range(args.rounds):
-        for kind, workers in SIDES if r % 2 == 0 else SIDES[::-1]:
+        for kind, workers in sides if r % 2 == 0 else sides[::-1]:
             row = one_round(bodies, args.events, kind, workers)
             windows = row.pop("windows", None)
             if windows is not None and windows != expected:
@@ -148,9 +152,11 @@ def main() -> None:
                       "median_server_cpu_s": statistics.median(x["server_cpu_s"] for x in got),
                       "median_worker_cpu_s": statistics.median(sum(x["worker_cpu_s"]) for x in got)}
                for name, got in rows.items()}
-    one, two = rows["stateless, 1 worker"], rows["stateless, 2 workers"]
-    summary["stateless: 2 workers / 1 worker, per round"] = {
-        "ratios": [round(a["seconds"] / b["seconds"], 3) for a, b in zip(one, two, strict=True)]}
+    for kind in ("windowed", "stateless"):
+        if f"{kind}, 1 worker" in rows:
+            one, two = rows[f"{kind}, 1 worker"], rows[f"{kind}, 2 workers"]
+            summary[f"{kind}: 2 workers / 1 worker (speed-up), per round"] = {
+                "ratios": [round(a["seconds"] / b["seconds"], 3) for a, b in zip(one, two, strict=True)]}
     for name, line in summary.items():
         print(f"{name}: {line}")
     Path(args.out).write_text(orjson.dumps({"command": "python bench/daemon_workers.py " + " ".join(sys.argv[1:]),

@@ -265,8 +265,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                        help="group (default): concurrent requests share one fsync, each reply waits for its own; "
                        "always: one fsync per request; none: the OS decides (survives a killed process, not a "
                        "power loss)")
-    serve.add_argument("--workers", type=int, default=1, help="worker processes running the pipelines (default 1; "
-                       "pipelines with stateful steps need 1)")
+    serve.add_argument("--workers", type=int, default=1, help="worker processes running the pipelines (default 1); "
+                       "stateful steps are partitioned by key over them (docs/daemon.md)")
     serve.add_argument("--high-water", type=int, default=1_000_000, metavar="EVENTS",
                        help="answer 429 above this many queued events (default 1,000,000)")
     serve.add_argument("--low-water", type=int, default=None, metavar="EVENTS",

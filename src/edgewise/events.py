@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import compress
+from operator import itemgetter
 from typing import Any
 
 Payload = dict[str, Any]
@@ -124,6 +125,26 @@ class Batch:
             offsets=None if self._offsets is None else list(compress(self._offsets, mask)),
             ids=None if self._ids is None else list(compress(self._ids, mask)),
             id_prefixes=None if self._prefixes is None else list(compress(self._prefixes, mask)),
+        )
+
+    def take(self, indexes: Sequence[int]) -> Batch:
+        """The events at ``indexes``, in that order."""
+        if not indexes:
+            return self.slice(0, 0)
+        pick = itemgetter(*indexes) if len(indexes) > 1 else (lambda seq: (seq[indexes[0]],))
+
+        def picked(values: Sequence[Any] | None) -> list[Any] | None:
+            return None if values is None else list(pick(values))
+
+        return Batch(
+            list(pick(self.payloads)),
+            source=self.source,
+            ingest_time_us=self.ingest_time_us,
+            event_times=list(pick(self.event_times)),
+            id_prefix=self.id_prefix,
+            offsets=picked(self._offsets),
+            ids=picked(self._ids),
+            id_prefixes=picked(self._prefixes),
         )
 
     def slice(self, start: int, stop: int) -> Batch:

@@ -58,10 +58,13 @@ sinks: [{{id: out, type: file, path: {tmp_path / 'out'}, envelope: true}}]
     assert len(runs) == 2  # both workers wrote segments (each seals files of its own)
 
 
-def test_stateful_pipelines_need_one_worker(tmp_path):
+def test_a_timeline_needs_one_worker_and_a_stateful_step_does_not(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("version: 1\npipelines: [{id: p, steps: [{aggregate: {id: t, key: [k], aggs: {n: count()}, "
                     "into: a}}]}]\n")
+    load_spec(str(path), workers=2)  # partitioned by k (test_partitioned.py)
+    path.write_text(f"version: 1\npipelines: [{{id: p, steps: [{{entwine: {{id: e, timeline: {tmp_path / 't'}, "
+                    "key: k}}]}]\n")
     with pytest.raises(ConfigError, match="--workers 1"):
         load_spec(str(path), workers=2)
     path.write_text("version: 1\nsources: [{id: f, type: file, path: x}]\npipelines: [{id: p}]\n")

@@ -280,9 +280,9 @@ class Case:
 
 
 @st.composite
-def step(draw: st.DrawFn, i: int, kind: str, on_errors: list[str], sinks: list[str],
-         calls: bool = False) -> dict[str, Any]:
-    config: dict[str, Any] = {"id": f"{kind}{i}"}
+def step_head(draw: st.DrawFn, step_id: str, kind: str, on_errors: list[str], sinks: list[str]) -> dict[str, Any]:
+    """A step's id, its ``on_error`` (a ``dead`` sink added to ``sinks``) and, now and then, a ``when``."""
+    config: dict[str, Any] = {"id": step_id}
     on_error = draw(st.sampled_from(on_errors))
     if on_error == "dead":
         sinks.append("dead")
@@ -290,6 +290,13 @@ def step(draw: st.DrawFn, i: int, kind: str, on_errors: list[str], sinks: list[s
         config["on_error"] = on_error
     if kind != "window" and draw(st.integers(0, 3)) == 0:
         config["when"] = draw(conditions())
+    return config
+
+
+@st.composite
+def step(draw: st.DrawFn, i: int, kind: str, on_errors: list[str], sinks: list[str],
+         calls: bool = False) -> dict[str, Any]:
+    config = draw(step_head(f"{kind}{i}", kind, on_errors, sinks))
     if kind in ("filter", "gate"):
         config["where"] = draw(conditions())
     elif kind == "annotate":
@@ -445,3 +452,68 @@ def batch_cases(draw: st.DrawFn) -> Case:
         return Case([{"window": config}], stream)
     config["into"] = "st"
     return Case([{"aggregate": config}], stream)
+
+
+# ---------------------------------------------------------------- partitioned workers (issue 41)
+
+PARTITION_KEYS = [*KEYS, "c", "d", "e", "f", "g", "h"]
+"""Enough keys that two or three workers each own some (the partitions are a hash of the key)."""
+
+
+@st.composite
+def keyed_step(draw: st.DrawFn, sinks: list[str]) -> dict[str, Any]:
+    """One stateful step with a short watermark, so that events out of order are late, time out or are forgotten
+    because of other keys' events: what partitioned workers must see exactly as one worker does."""
+    kind = draw(st.sampled_from(["window", "window", "window", "dedupe", "complete", "aggregate"]))
+    config = draw(step_head(kind, kind, ["fail", "skip", "dead"], sinks))
+    watermark = draw(st.sampled_from(["0s", "2s", "5s"]))
+    if kind == "window":
+        config["key"] = draw(st.sampled_from([["k"], ["k", "s"], {"g": "coalesce(k, s)"}]))
+        shape = draw(st.sampled_from(["tumbling", "sliding", "session"]))
+        if shape == "tumbling":
+            config["tumbling"] = draw(st.sampled_from(["5s", "10s"]))
+        elif shape == "sliding":
+            config.update(sliding="10s", every="5s")
+        else:
+            config["session"] = draw(st.sampled_from(["3s", "6s"]))
+        config["watermark"] = watermark
+        if draw(st.booleans()):
+            config["allowed_lateness"] = "3s"
+        config["emit"] = draw(st.sampled_from(["final", "updates"]))
+        if draw(st.booleans()):
+            sinks.append("late")
+            config["late"] = "late"
+        config["aggs"] = _aggs(draw)
+    elif kind == "dedupe":
+        config.update(key=draw(st.sampled_from(["k", "concat(coalesce(k, '-'), '/', coalesce(s, '-'))", "x"])),
+                      within=draw(st.sampled_from(["3s", "8s"])), watermark=watermark)
+    elif kind == "complete":
+        config.update(key=draw(st.sampled_from(["k", "s"])), parts={"pos": "x > 0", "neg": "x <= 0"},
+                      timeout=draw(st.sampled_from(["4s", "10s"])), watermark=watermark, into="done")
+    else:
+        config.update(key=draw(st.sampled_from([["k"], ["k", "s"]])), aggs=_aggs(draw), into="st")
+    return {kind: config}
+
+
+@st.composite
+def partitioned_cases(draw: st.DrawFn) -> Case:
+    """Up to two stateless steps, then one stateful step, then maybe a stateless one, over up to 40 events of
+    many keys, out of order by more than the watermark now and then."""
+    sinks: list[str] = []
+    before = draw(st.lists(st.sampled_from(STATELESS), max_size=2))
+    steps = [draw(step(i, kind, ["fail", "skip", "dead"], sinks)) for i, kind in enumerate(before)]
+    steps.append(draw(keyed_step(sinks)))
+    if draw(st.booleans()):
+        steps.append(draw(step(len(steps), "annotate", ["skip"], sinks)))
+    n = draw(st.integers(1, 40))
+    times = sorted(draw(st.lists(st.integers(0, SPREAD), min_size=n, max_size=n)))
+    for _ in range(draw(st.integers(0, 4))):  # a few events moved later in the stream: late, or not
+        i, j = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
+        times.insert(max(i, j), times.pop(min(i, j)))
+    stream = []
+    for t in times:
+        e = draw(event(t))
+        if "k" in e and draw(st.integers(0, 3)):
+            e["k"] = draw(st.sampled_from(PARTITION_KEYS))
+        stream.append(e)
+    return Case(steps, stream, sinks)

@@ -271,3 +271,69 @@ def batch_computation(case: Case) -> list[str]:
     got = run(plan, case.events, clock=FakeClock(NOW_US)).outputs["p"]
     return _differences({"": Counter(canonical(r) for r in expected)}, {"": Counter(canonical(r) for r in got)},
                         "batch computation", "local engine")
+
+
+# ---------------------------------------------------------------- oracle (d): partitioned workers
+
+def partitioned_vs_one(case: Case, workers: int, entry_size: int) -> list[str] | None:
+    """``edgewise serve --workers N``'s partitioned workers (``engine/partitions.py``), each an engine taking
+    its share of every entry of ``entry_size`` events, against one engine taking them all: their records, dead
+    letters and failures together must be the one engine's. ``None``: the daemon refuses the pipeline for
+    several workers."""
+    from edgewise.engine.partitions import (
+        Share,
+        check_partitionable,
+        entry_partition,
+        partition_engine,
+        partitions_of,
+    )
+    from edgewise.errors import ConfigError
+
+    with tempfile.TemporaryDirectory(prefix="edgewise-fuzz-") as tmp:
+        case.write_tables(Path(tmp))
+
+        def engine(share: Share | None) -> tuple[LocalEngine, dict[str, ListSink], list[tuple[str, Any]]]:
+            plan = load_text_plan(case.pipeline_text(), file=str(Path(tmp) / "pipeline.yaml"), base_dir=tmp)
+            sinks = {sid: ListSink(sid) for sid in plan.sinks}
+            sinks[STDOUT] = ListSink(STDOUT)
+            local = LocalEngine(plan, clock=FakeClock(NOW_US), sinks=dict(sinks), stdout=io.BytesIO(),
+                                errors=io.StringIO())
+            failed: list[tuple[str, Any]] = []
+            local.ctx.on_failed = lambda one, exc, pipeline_id, step_id: failed.append((one.ids()[0], {
+                "event": one.payloads[0], "step": step_id,
+                "error": {"type": getattr(exc, "error_class", type(exc).__name__)}}))
+            if share is not None:
+                partition_engine(local, share)
+            local.open()
+            return local, sinks, failed
+
+        one = engine(None)
+        try:
+            check_partitionable(one[0].plan)
+        except ConfigError:
+            return None
+        shares = [Share(i, workers, partitions_of(i, workers)) for i in range(workers)]
+        many = [engine(share) for share in shares]
+        events = list(case.events)
+        for seq, first in enumerate(range(0, len(events), entry_size), 1):
+            payloads = events[first:first + entry_size]
+            for index, (local, _, _) in enumerate([one, *many]):
+                if index:
+                    share = shares[index - 1]
+                    share.owned, share.entries = share.mine, entry_partition(seq) in share.mine
+                local.process(Batch(list(payloads), source="spool", ingest_time_us=NOW_US,
+                                    event_times=[NOW_US] * len(payloads), id_prefix="spool:",
+                                    offsets=range(first, first + len(payloads))))
+        for local, _, _ in [one, *many]:
+            local.finish()
+            local.close()
+
+    def outputs(runs: list[tuple[LocalEngine, dict[str, ListSink], list[tuple[str, Any]]]]) -> Outputs:
+        out: Outputs = {FAILED: _keyed(FAILED, [f for _, _, failed in runs for f in failed], None)}
+        for sid in runs[0][1]:
+            route = "" if sid == STDOUT else sid
+            pairs = [(i, r) for _, sinks, _ in runs for i, r in zip(sinks[sid].ids, sinks[sid].records, strict=True)]
+            out[route] = _keyed(route, pairs, lambda i, r: i)
+        return out
+
+    return _differences(outputs([one]), outputs(many), "one worker", f"{workers} workers")

@@ -1,6 +1,7 @@
 """The pipeline fuzzer as a long soak: ``make fuzz`` (or ``python -m tests.fuzz.soak --minutes 30``).
 
-Runs the oracles of ``oracles.py`` (``crash``, ``batch``, ``spark``), of ``reference.py`` (``reference``: the
+Runs the oracles of ``oracles.py`` (``crash``, ``batch``, ``spark``; ``partitions``: ``serve --workers N``'s
+partitioned workers against one), of ``reference.py`` (``reference``: the
 reference interpreter against the local engine; ``spark-reference``: against Spark too) and of ``queue_model.py``
 (``queue``: the daemon's durable queue against its model, over generated histories) over freshly generated
 pipelines and events, each oracle in turn for an equal slice of time (``--slice``), with a new random seed per
@@ -28,12 +29,18 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from tests.fuzz.generate import ARRIVALS, DRAWN_FUNCTIONS, Case, batch_cases, cases
-from tests.fuzz.oracles import Rejected, batch_computation, crashed_vs_uninterrupted, local_vs_spark
+from tests.fuzz.generate import ARRIVALS, DRAWN_FUNCTIONS, Case, batch_cases, cases, partitioned_cases
+from tests.fuzz.oracles import (
+    Rejected,
+    batch_computation,
+    crashed_vs_uninterrupted,
+    local_vs_spark,
+    partitioned_vs_one,
+)
 from tests.fuzz.queue_model import queue_ops, queue_vs_model
 from tests.fuzz.reference import reference_cases, reference_vs_engines
 
-ORACLES = ("crash", "batch", "reference", "queue", "spark", "spark-reference")
+ORACLES = ("crash", "batch", "reference", "queue", "partitions", "spark", "spark-reference")
 SPARK_EXAMPLES_PER_SESSION = 40
 """Spark examples run in one session before the soak starts a fresh one."""
 
@@ -88,6 +95,16 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
             problems = reference_vs_engines(case, spark if oracle == "spark-reference" else None)
             if problems:
                 last["found"] = Found(oracle, case, problems)
+                raise last["found"]
+    elif oracle == "partitions":
+        @config
+        @given(case=st.one_of(partitioned_cases(), cases()), workers=st.sampled_from([2, 3, 4]),
+               entry_size=st.sampled_from([1, 2, 5, 1024]))
+        def prop(case: Case, workers: int, entry_size: int) -> None:
+            counts[oracle] += 1
+            problems = partitioned_vs_one(case, workers, entry_size)
+            if problems:
+                last["found"] = Found(oracle, case, [*problems, f"{workers} workers, entries of {entry_size}"])
                 raise last["found"]
     elif oracle == "queue":
         @config

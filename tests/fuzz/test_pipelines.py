@@ -19,8 +19,13 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.fuzz.generate import Case, batch_cases, cases
-from tests.fuzz.oracles import batch_computation, batch_oracle_applies, crashed_vs_uninterrupted
+from tests.fuzz.generate import Case, batch_cases, cases, partitioned_cases
+from tests.fuzz.oracles import (
+    batch_computation,
+    batch_oracle_applies,
+    crashed_vs_uninterrupted,
+    partitioned_vs_one,
+)
 from tests.fuzz.reference import reference_applies, reference_cases, reference_vs_engines
 
 CASES = Path(__file__).parent / "cases"
@@ -64,6 +69,16 @@ def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int
                                                    flaky: int) -> None:
     """Crashes, and sinks that fail every ``flaky``-th write (0: never), change nothing a run delivers."""
     assert not crashed_vs_uninterrupted(case, crashes, batch_size, flaky), case.pipeline_text()
+
+
+@budget(200)
+@given(case=st.one_of(partitioned_cases(), cases()), workers=st.sampled_from([2, 3]),
+       entry_size=st.sampled_from([1, 2, 5, 1024]))
+def test_partitioned_workers_give_what_one_worker_gives(case: Case, workers: int, entry_size: int) -> None:
+    """``serve --workers N`` with stateful steps: each worker takes its partitions' keys and watches the others'
+    event times; together they give the records, ids, late events, dead letters and failures one worker gives."""
+    problems = partitioned_vs_one(case, workers, entry_size)
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
 
 
 @budget(200)

@@ -16,7 +16,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -213,8 +213,10 @@ def build_app(daemon: Daemon) -> ASGIApp:
         return reply(200, {
             **stats, "state": daemon.state, "high_water": daemon.high_water, "low_water": daemon.low_water,
             "backpressure": daemon.backpressure, "disk_full": daemon.disk_full, "fsync": daemon.options.fsync,
-            "workers": [{"index": h.index, "pid": h.process.pid, "ready": h.ready, "alive": h.process.is_alive()}
+            "workers": [{"index": h.index, "pid": h.process.pid, "ready": h.ready, "alive": h.process.is_alive(),
+                         **partition_share(daemon.metrics.workers.latest(h.key))}
                         for h in list(daemon.pool.workers.values())],
+            "partitioned": daemon.partitioned,
             "processed_events": daemon.metrics.workers.total("acked"),
             # event time moved on by idle sources since the daemon started (the most any worker moved it)
             "idle_advanced_s": max((s.get("idle_advanced_us", 0) for s in daemon.metrics.workers.snapshots()),
@@ -303,3 +305,8 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
     if allow:
         response.headers["Allow"] = allow
     return response
+
+
+def partition_share(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """A partitioned worker's partitions, its position in the queue and what waits after it (lag)."""
+    return {k: snapshot[k] for k in ("partitions", "position", "lag_entries", "lag_events") if k in snapshot}

@@ -72,7 +72,8 @@ def inspect_state(pipeline_file: str, data_dir: str, step: str | None, limit: in
     """The committed state of each stateful step, from the stores the daemon uses for this pipeline."""
     from edgewise.config import load
     from edgewise.daemon.worker import daemon_stores
-    from edgewise.engine.state import StateRuntime, step_prefix
+    from edgewise.engine.partitions import stored_state
+    from edgewise.engine.state import StateRuntime
 
     plan = load(pipeline_file)
     runtime = StateRuntime(plan, daemon_stores(plan, data_dir))
@@ -81,11 +82,10 @@ def inspect_state(pipeline_file: str, data_dir: str, step: str | None, limit: in
         for s in runtime.steps:
             if step is not None and s.id != step:
                 continue
-            rows = list(runtime.stores[s.store_name].scan(step_prefix(s.id)))
+            rows = stored_state(runtime.stores[s.store_name], s.id)
             if not as_json:
                 _out(f"step {s.id} (store {s.store_name!r}): {len(rows)} keys")
-            for key, value in rows[:limit]:
-                text = key[len(step_prefix(s.id)):]
+            for text, value in rows[:limit]:
                 if as_json:
                     _out(orjson.dumps({"step": s.id, "key": text, "value": orjson.loads(value)}).decode())
                 else:

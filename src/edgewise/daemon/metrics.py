@@ -39,6 +39,11 @@ class WorkerTotals:
             if last is not None:
                 self.retired.append(last)
 
+    def latest(self, key: object) -> dict[str, Any]:
+        """The last snapshot of a live worker (empty before its first)."""
+        with self._lock:
+            return self.live.get(key, {})
+
     def snapshots(self) -> list[dict[str, Any]]:
         with self._lock:
             return [*self.retired, *self.live.values()]

@@ -115,6 +115,9 @@ class WorkerPool:
             future = self._lookups.pop(message[1], None)
             if future is not None:
                 future.set_result(message[2])
+        elif kind == "sink-down":
+            self.log("worker-sink-down", level="error", worker=handle.index, error=message[2],
+                     then="restarting it: it resumes from its last commit, the events wait in the queue")
         elif kind == "failed":
             handle.failure = message[2]
             self.log("worker-failed", level="error", worker=handle.index, error=message[2])
@@ -157,10 +160,18 @@ class WorkerPool:
             await asyncio.sleep(0.01)
 
     async def lookup(self, step_id: str, key: str) -> dict[str, Any]:
-        """Queryable state, from worker 0 (a pipeline with stateful steps has exactly one worker)."""
-        handle = self.workers.get(0)
-        if handle is None or not handle.ready:
+        """Queryable state. Each worker holds the keys of its partitions: every one is asked, and the one that
+        holds the key answers (with one worker, it is the only one)."""
+        handles = [h for h in list(self.workers.values()) if h.ready]
+        if not handles:
             return {"error": "no worker is running", "status": 503}
+        replies = await asyncio.gather(*(self._ask(h, step_id, key) for h in handles))
+        found = [r for r in replies if "value" in r]
+        if found:
+            return found[0]
+        return min(replies, key=lambda r: {404: 1}.get(r.get("status", 0), 0))  # a worker's error before not found
+
+    async def _ask(self, handle: WorkerHandle, step_id: str, key: str) -> dict[str, Any]:
         request = next(self._requests)
         future: Future[dict[str, Any]] = Future()
         self._lookups[request] = future

@@ -74,6 +74,10 @@ CREATE TABLE IF NOT EXISTS dead (
     error TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+-- partitioned workers (``--workers`` above 1 with stateful steps, engine/partitions.py) read every entry rather
+-- than lease it: each partition's row says up to which entry its worker has delivered (state committed, sinks
+-- flushed); an entry goes once every partition is past it
+CREATE TABLE IF NOT EXISTS partitions (p INTEGER PRIMARY KEY, upto INTEGER NOT NULL);
 -- the entries the workers finished most recently (the last `keep_recent` sequence numbers), kept for
 -- `edgewise serve --check-reload` to replay a changed pipeline file over
 CREATE TABLE IF NOT EXISTS recent (
@@ -93,6 +97,8 @@ CREATE TABLE IF NOT EXISTS seen (id TEXT PRIMARY KEY, until_us INTEGER NOT NULL)
 CREATE INDEX IF NOT EXISTS seen_until ON seen (until_us);
 INSERT OR IGNORE INTO meta VALUES ('next_event', 1), ('queued_events', 0), ('dead_events', 0),
     ('keep_recent', 0);
+WITH RECURSIVE n(p) AS (SELECT 0 UNION ALL SELECT p + 1 FROM n WHERE p < 127)
+    INSERT OR IGNORE INTO partitions SELECT p, 0 FROM n;
 -- the counters follow the rows inside SQLite, in the same statement: an append is then one statement (one
 -- round trip between Python and SQLite, which matters because each one hands the GIL to the event loop).
 -- Deletes (acks, by workers) update the count once per transaction instead: a per-row trigger would lengthen the
@@ -272,6 +278,18 @@ def _delete(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
     conn.execute("UPDATE meta SET value = value - ? WHERE key = 'queued_events'", (sum(e.count for e in entries),))
 
 
+def _delete_upto(conn: sqlite3.Connection, last: int) -> None:
+    """``_delete`` of every entry up to ``last`` (partitioned workers: every partition is past them)."""
+    keep = meta_value(conn, "keep_recent")
+    if keep > 0:
+        conn.execute("INSERT OR REPLACE INTO recent SELECT seq, source, kind, body, meta, first, count, ids, "
+                     "ingest_us FROM entries WHERE seq <= ?", (last,))
+        conn.execute("DELETE FROM recent WHERE seq <= (SELECT max(seq) FROM recent) - ?", (keep,))
+    conn.execute("UPDATE meta SET value = value - (SELECT coalesce(sum(count), 0) FROM entries "
+                 "WHERE state IN (0, 1) AND seq <= ?) WHERE key = 'queued_events'", (last,))  # by the index
+    conn.execute("DELETE FROM entries WHERE seq <= ?", (last,))
+
+
 def meta_value(conn: sqlite3.Connection, key: str) -> int:
     return int(conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()[0])
 
@@ -321,6 +339,52 @@ class QueueReader:
                 "SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts - 1 FROM entries "
                 "WHERE seq BETWEEN ? AND ? ORDER BY seq", (first, last)).fetchall())
         return taken
+
+    def read_after(self, seq: int, max_events: int, max_entries: int = 1000) -> list[Entry]:
+        """The entries after ``seq``, oldest first, up to about ``max_events`` events (at least one entry): a
+        partitioned worker's read, which takes no lease (every worker reads every entry)."""
+        # by the index on (state, seq, count), without reading the entries' bodies (entries are never leased here)
+        counts = self.conn.execute("SELECT seq, count FROM entries WHERE state = 0 AND seq > ? ORDER BY seq LIMIT ?",
+                                   (seq, max_entries)).fetchall()
+        chosen, events = 0, 0
+        for _, count in counts:
+            if chosen and events + count > max_events:
+                break
+            chosen += 1
+            events += count
+        self.backlog = chosen < len(counts) or len(counts) == max_entries
+        if not chosen:
+            return []
+        rows = self.conn.execute("SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts "
+                                 "FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq",
+                                 (seq, counts[chosen - 1][0])).fetchall()
+        return [_entry(r) for r in rows]
+
+    def delivered(self, partitions: dict[int, int], letters: Sequence[tuple[str, str, bytes, int, str, str]] = (),
+                  ) -> None:
+        """Partitioned workers: the partitions have delivered every entry up to their number (and ``letters``
+        are dead): in one transaction, keep the letters, move the partitions on, and remove the entries every
+        partition is past."""
+        now = time.time_ns() // 1000
+        with transaction(self.conn) as c:
+            c.executemany("INSERT INTO dead (event_id, source, payload, ingest_us, failed_us, location, error) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                          [(i, s, p, t, now, where, err) for i, s, p, t, where, err in letters])
+            c.executemany("UPDATE partitions SET upto = max(upto, ?) WHERE p = ?",
+                          [(upto, p) for p, upto in partitions.items()])
+            low = c.execute("SELECT min(upto) FROM partitions").fetchone()[0]
+            if c.execute("SELECT 1 FROM entries WHERE seq <= ? LIMIT 1", (low,)).fetchone() is not None:
+                _delete_upto(c, low)
+
+    def waiting_after(self, seq: int) -> tuple[int, int]:
+        """(entries, events) queued after ``seq`` (by the index, without reading the bodies)."""
+        row = self.conn.execute("SELECT count(*), coalesce(sum(count), 0) FROM entries WHERE state IN (0, 1) "
+                                "AND seq > ?", (seq,)).fetchone()
+        return int(row[0]), int(row[1])
+
+    def partition_marks(self) -> dict[int, int]:
+        """Each partition's last delivered entry (``delivered``)."""
+        return dict(self.conn.execute("SELECT p, upto FROM partitions").fetchall())
 
     def last_appended(self) -> int:
         """The sequence number of the newest entry ever appended (0: none): it grows while requests arrive."""

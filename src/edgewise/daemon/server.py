@@ -41,11 +41,13 @@ from edgewise.config.yamlpos import load_text
 from edgewise.daemon.live import LiveHub
 from edgewise.daemon.log import Log
 from edgewise.daemon.metrics import DaemonMetrics
+from edgewise.daemon.partitioned import prepare_partitions
 from edgewise.daemon.pool import WorkerPool
 from edgewise.daemon.queue import Append, Appended, FsyncPolicy, QueueReader, QueueStats, queue_path
 from edgewise.daemon.readauth import ReadAccess
 from edgewise.daemon.worker import WorkerOptions
 from edgewise.daemon.writer import QueueWriter
+from edgewise.engine.partitions import check_partitionable
 from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.sources.base import DaemonSource
 from edgewise.sources.http import HttpSource, HttpSourceConfig
@@ -121,11 +123,8 @@ def load_spec(path: str, workers: int = 1) -> PipelineSpec:
         if s.type not in DAEMON_SOURCE_TYPES:
             raise ConfigError(f"source {s.id}: type {s.type} is read by `edgewise run`; the daemon takes "
                               f"{', '.join(DAEMON_SOURCE_TYPES)} sources (remove it, or run it with `edgewise run`)")
-    ordered = [s for p in plan.pipelines for s in p.steps if s.needs_order]
-    if ordered and workers > 1:
-        what = "appends to a timeline" if ordered[0].kind == "entwine" else "keeps state per key"
-        raise ConfigError(f"step {ordered[0].id} {what}, which needs events in order: run it with "
-                          "--workers 1 (pipelines without such steps can use more)")
+    if workers > 1:
+        check_partitionable(plan)
     return PipelineSpec(path, text, base_dir, plan)
 
 
@@ -166,6 +165,7 @@ class Daemon:
 
             self.stateless = StatelessRunner(self.spec.plan, options.concurrency, live=self.live.publish)
         self.metrics = DaemonMetrics(self.queue_stats)
+        self.partitioned = False
         self.pool = WorkerPool(self.data_dir, self._worker_options, self.metrics, self.log, options.max_attempts,
                                on_live=self.live.publish)
 
@@ -366,7 +366,7 @@ class Daemon:
         stats = self.reader.stats()
         self.log("recovering", waiting_events=stats.queued_events, released_entries=released,
                  dead_lettered_entries=poisoned)
-        self.pool.start(self.options.workers)
+        self._start_workers()
         assert self._stop_requested is not None
         started = time.monotonic()
         while self.reader.queued_events() > 0 and not self._stop_requested.is_set():
@@ -402,7 +402,13 @@ class Daemon:
         o = self.options
         return WorkerOptions(pipeline_file=self.spec.file, pipeline_text=self.spec.text, base_dir=self.spec.base_dir,
                              data_dir=self.data_dir, index=index, max_batch=o.max_batch,
-                             commit_interval=o.commit_interval, trace=o.trace, nice=o.worker_nice)
+                             commit_interval=o.commit_interval, trace=o.trace, nice=o.worker_nice,
+                             workers=o.workers, partitioned=self.partitioned)
+
+    def _start_workers(self) -> None:
+        """Start the workers; stateful pipelines over several workers first get their state per partition."""
+        self.partitioned = prepare_partitions(self.spec.plan, self.data_dir, self.options.workers, self.log)
+        self.pool.start(self.options.workers)
 
     async def lookup(self, step_id: str, key: str) -> dict[str, Any]:
         if self.stateless is not None:
@@ -429,7 +435,7 @@ class Daemon:
             self._stop_sources()
             await self.pool.stop(self.options.drain_timeout)
             self.spec, self.http = spec, http
-            self.pool.start(self.options.workers)
+            self._start_workers()
             if self.state == "ready":
                 self._start_sources()
             self.metrics.reloads.labels("applied").inc()

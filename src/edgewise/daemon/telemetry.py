@@ -71,8 +71,12 @@ class StepMeter:
                 out = guarded.run(batch, ctx)
                 span.set_attribute("edgewise.events_out", len(out))
         self.latency[(pipeline_id, step_id)].observe(time.perf_counter() - started)
-        self.events[(pipeline_id, step_id, "in")] += len(batch)
-        self.events[(pipeline_id, step_id, "out")] += len(out)
+        taken, given = len(batch), len(out)
+        counted = getattr(guarded, "counted", None)  # a partitioned worker's step counts only its share
+        if counted is not None:
+            taken, given = counted(taken, given)
+        self.events[(pipeline_id, step_id, "in")] += taken
+        self.events[(pipeline_id, step_id, "out")] += given
         return out
 
     def snapshot(self) -> dict[str, Any]:

@@ -61,6 +61,9 @@ class WorkerOptions:
     trace: str = "off"
     nice: int = 0
     """Added to the worker process's nice value at start (``--worker-nice``): the server's ingest comes first."""
+    workers: int = 1
+    partitioned: bool = False
+    """Stateful pipelines over several workers: each takes its partitions of every entry (``partitioned.py``)."""
 
 
 def daemon_stores(plan: Plan, data_dir: str) -> dict[str, StateStore]:
@@ -132,7 +135,7 @@ class Worker:
 
     def step(self) -> bool:
         """Lease and process one batch of entries; commit when due. False when the queue had nothing."""
-        entries = self.queue.lease(self.options.index, self.options.max_batch)
+        entries = self._take()
         if entries:
             self._process(entries)
             arriving = self._arriving()
@@ -149,6 +152,9 @@ class Worker:
                 time.monotonic() - self._last_commit >= self.options.commit_interval:
             self.commit()  # not sooner, even when idle: each commit seals a file segment, fsyncs, deletes
         return bool(entries)
+
+    def _take(self) -> list[Entry]:
+        return self.queue.lease(self.options.index, self.options.max_batch)
 
     def _arriving(self) -> bool:
         """Whether requests were appended since the last time this was asked."""
@@ -187,17 +193,21 @@ class Worker:
         try:
             self.engine.process(batch)
         except SinkError as exc:
-            error = str(exc)
-            # an event a step already failed on (dead-lettered at that step during this run) never reached the
-            # sink: it stays one dead letter, or replay-dead-letters would run it twice
-            failed_at_a_step = {letter[0] for letter in self.letters[letters_before:]}
-            for entry, b in self.current:
-                for event_id, payload in zip(b.ids(), b.payloads, strict=True):
-                    if event_id not in failed_at_a_step:
-                        self.letters.append((event_id, entry.source, orjson.dumps(payload), entry.ingest_us,
-                                             "sink", error))
+            self._sink_failed(exc, letters_before)
         finally:
             self.current = []
+
+    def _sink_failed(self, exc: SinkError, letters_before: int) -> None:
+        """A sink still failed after its retries: every event of the batch becomes a dead letter."""
+        error = str(exc)
+        # an event a step already failed on (dead-lettered at that step during this run) never reached the
+        # sink: it stays one dead letter, or replay-dead-letters would run it twice
+        failed_at_a_step = {letter[0] for letter in self.letters[letters_before:]}
+        for entry, b in self.current:
+            for event_id, payload in zip(b.ids(), b.payloads, strict=True):
+                if event_id not in failed_at_a_step:
+                    self.letters.append((event_id, entry.source, orjson.dumps(payload), entry.ingest_us,
+                                         "sink", error))
 
     def _step_failed(self, one: Batch, exc: Exception, pipeline_id: str, step_id: str) -> None:
         """Keep the event as it arrived (so a replay runs it from the start), with where and why it failed."""
@@ -228,12 +238,17 @@ class Worker:
         self.delivered_idle_advance_us = advanced
         if not self.pending and not self.letters:
             return
-        self.queue.dead_letter(self.pending, self.letters)
+        self.acked += self._acknowledge()
         self.queue.checkpoint()  # here, in the worker's process, rather than inside the daemon's group commits
-        self.acked += sum(e.count for e in self.pending)
         self.dead_lettered += len(self.letters)
         self.pending = []
         self.letters = []
+
+    def _acknowledge(self) -> int:
+        """Remove the processed entries from the queue and keep the dead letters, in one transaction; how many
+        events that acknowledged."""
+        self.queue.dead_letter(self.pending, self.letters)
+        return sum(e.count for e in self.pending)
 
     # -- what the daemon sees --------------------------------------------------------------------------------
 
@@ -313,6 +328,7 @@ def serve_forever(worker: Worker, control: Connection | None, parent: int | None
             time.sleep(options.idle_wait)
         if parent is not None and os.getppid() != parent:
             return  # the daemon died (kill -9): stop at once, like it; the next daemon recovers our leases
+    worker.stopping = True
     worker.close()
     if control is not None:
         control.send(("stats", worker.snapshot()))
@@ -357,12 +373,18 @@ def worker_process(options: WorkerOptions, control: Connection, parent: int) -> 
     fcntl.flock(lock, fcntl.LOCK_SH)
     from edgewise.config import load_document
     from edgewise.config.yamlpos import load_text
+    from edgewise.daemon.partitioned import PartitionedWorker, SinkDown
 
     try:  # the text the daemon validated, even if the file has changed again since
         plan = load_document(load_text(options.pipeline_text, options.pipeline_file), base_dir=options.base_dir)
-        worker = Worker(plan, options, QueueReader(queue_path(options.data_dir)),
-                        live=lambda channel, records: control.send(("live", channel, records)))
+        kind = PartitionedWorker if options.partitioned else Worker
+        worker = kind(plan, options, QueueReader(queue_path(options.data_dir)),
+                      live=lambda channel, records: control.send(("live", channel, records)))
     except Exception as exc:  # noqa: BLE001  # tell the daemon why, then exit non-zero
         control.send(("failed", options.index, f"{type(exc).__name__}: {exc}"))
         sys.exit(3)
-    serve_forever(worker, control, parent, lambda: stop_requested)
+    try:
+        serve_forever(worker, control, parent, lambda: stop_requested)
+    except SinkDown as exc:  # the daemon restarts it; it resumes from its last commit
+        control.send(("sink-down", options.index, str(exc)))
+        sys.exit(5)

@@ -40,14 +40,7 @@ class StateRuntime:
     def open(self) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
         """Open the stores, give every stateful step its committed state; the committed source positions, run
         ids (``SourceContext.run_id``) and digests of the events the positions cover."""
-        names = {"default"} | set(self.plan.stores) | {s.store_name for s in self.steps}
-        for name in sorted(names):
-            if name in self._given:
-                self.stores[name] = self._given[name]
-            elif name in self.plan.stores:
-                self.stores[name] = open_store(self.plan.stores[name], self.plan.base_dir)
-            else:
-                self.stores[name] = MemoryStore()
+        self.open_stores()
         if self.fresh:
             self._forget()
         for step in self.steps:
@@ -60,6 +53,17 @@ class StateRuntime:
         runs = {key.removeprefix("run/"): value.decode() for key, value in default.scan("run/")}
         digests = {key.removeprefix("digest/"): value.decode() for key, value in default.scan("digest/")}
         return positions, runs, digests
+
+    def open_stores(self) -> None:
+        """Open the stores the plan's steps use (``default`` always), without restoring any step."""
+        names = {"default"} | set(self.plan.stores) | {s.store_name for s in self.steps}
+        for name in sorted(names):
+            if name in self._given:
+                self.stores[name] = self._given[name]
+            elif name in self.plan.stores:
+                self.stores[name] = open_store(self.plan.stores[name], self.plan.base_dir)
+            else:
+                self.stores[name] = MemoryStore()
 
     def _forget(self) -> None:
         """Delete what earlier runs of this plan committed: its steps' state and the source positions."""

@@ -16,19 +16,22 @@ import orjson
 from pydantic import Field
 
 from edgewise.engine.context import RunContext
-from edgewise.events import Batch
+from edgewise.events import Batch, Payload
 from edgewise.steps.aggs import AggExpr, Aggregates
 from edgewise.steps.annotate import set_path, split_path
 from edgewise.steps.group_keys import group_key
 from edgewise.steps.state_values import decode_value
 from edgewise.steps.stateful import (
+    END_OF_TIME,
     FAILURES,
     KeyColumns,
     KeySpec,
     StatefulConfig,
     StatefulStep,
+    argument_failures,
     fail_some,
     key_text,
+    key_texts,
     keys_and_rows,
 )
 
@@ -50,8 +53,11 @@ class AggregateStep(StatefulStep):
     def __init__(self, config: AggregateConfig) -> None:
         super().__init__(config)
         self.keys = KeyColumns(config.key)
+        self.known_texts: dict[Any, str] = {}
+        """Keys' texts, for partitioned workers (``partition_texts``)."""
         self.aggs = Aggregates(config.aggs)
         self.into = split_path(config.into)
+        self.floor_slack_us = -END_OF_TIME  # no event time here
         self.reset()
 
     def reset(self) -> None:
@@ -127,6 +133,13 @@ class AggregateStep(StatefulStep):
             if name.startswith("g/"):
                 key = group_key(tuple(decode_value(orjson.loads(name[2:]))))
                 self.groups[key] = self.aggs.decode(orjson.loads(value))
+
+    def partition_texts(self, payloads: list[Payload]) -> list[str | None]:
+        return key_texts(self.keys, payloads, self.known_texts)
+
+    def failing(self, payloads: list[Payload]) -> set[int]:
+        return argument_failures(self.aggs, payloads)
+
 
     def lookup(self, key: str) -> Any:
         for k, accs in self.groups.items():

@@ -34,9 +34,9 @@ from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
 from edgewise.steps.annotate import set_path, split_path
-from edgewise.steps.group_keys import match_text, queried_texts
+from edgewise.steps.group_keys import match_text, match_texts, queried_texts
 from edgewise.steps.state_values import decode_value, encode_value
-from edgewise.steps.stateful import END_OF_TIME, Record, StatefulConfig, StatefulStep, records_batch
+from edgewise.steps.stateful import END_OF_TIME, FAILURES, Record, StatefulConfig, StatefulStep, records_batch
 
 
 class CompleteConfig(StatefulConfig):
@@ -86,6 +86,9 @@ class CompleteStep(StatefulStep):
         self.capture = {part: [(f, split_path(f)) for f in fields] for part, fields in config.capture.items()}
         self.into = split_path(config.into)
         self.event_time = config.time == "event"
+        # an event moves time to itself before it joins: what times out by a floor before it times out anyway;
+        # completions in processing time do not look at event time
+        self.floor_slack_us = 0 if self.event_time else -END_OF_TIME
         self.reset()
 
     def reset(self) -> None:
@@ -170,8 +173,28 @@ class CompleteStep(StatefulStep):
     def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
         if not self.event_time or self.max_time == -END_OF_TIME:
             return None
-        self.max_time += by_us
-        return self.expire(self.max_time - self.config.watermark, ctx)
+        return self.observe(self.max_time + by_us, ctx)
+
+    def observe(self, max_time_us: int, ctx: RunContext) -> Batch | None:
+        if not self.event_time or max_time_us <= self.max_time:
+            return None
+        self.max_time = max_time_us
+        return self.expire(max_time_us - self.config.watermark, ctx)
+
+    def partition_texts(self, payloads: list[Payload]) -> list[str | None]:
+        return match_texts(map(self.key.evaluate, payloads))
+
+    def failing(self, payloads: list[Payload]) -> set[int]:
+        failed: set[int] = set()
+        for i, payload in enumerate(payloads):
+            try:
+                if self.key.evaluate(payload) is not None:
+                    for _, cond in self.parts:
+                        cond(payload)
+            except FAILURES:
+                failed.add(i)
+        return failed
+
 
     def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
         """The step's time (event or processing, whichever it runs in) is at ``now_us``: the records of the

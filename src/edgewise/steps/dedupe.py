@@ -25,9 +25,9 @@ from pydantic import Field
 from edgewise.config.models import Expr
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
-from edgewise.events import Batch
+from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression
-from edgewise.steps.group_keys import match_text, queried_texts
+from edgewise.steps.group_keys import match_text, match_texts, queried_texts
 from edgewise.steps.stateful import END_OF_TIME, StatefulConfig, StatefulStep
 
 
@@ -48,6 +48,8 @@ class DedupeStep(StatefulStep):
         super().__init__(config)
         self.key = compile_expression(config.key)
         self.within = config.within
+        # an event at or after the floor: a kept time the move forgets is `within` or more before it either way
+        self.floor_slack_us = 0
         self.reset()
 
     def reset(self) -> None:
@@ -118,9 +120,18 @@ class DedupeStep(StatefulStep):
 
     def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
         if self.max_time != -END_OF_TIME:
-            self.max_time += by_us
-            self._expire(self.max_time - self.config.watermark)
+            self.observe(self.max_time + by_us, ctx)
         return None
+
+    def observe(self, max_time_us: int, ctx: RunContext) -> Batch | None:
+        if max_time_us > self.max_time:
+            self.max_time = max_time_us
+            self._expire(max_time_us - self.config.watermark)
+        return None
+
+    def partition_texts(self, payloads: list[Payload]) -> list[str | None]:
+        return match_texts(map(self.key.evaluate, payloads))
+
 
     def deadlines(self) -> list[int]:
         """When each remembered kept time may be forgotten (µs of event time)."""

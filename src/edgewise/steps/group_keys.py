@@ -18,6 +18,7 @@ number) costs a type check and no more.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from datetime import date, datetime
 from decimal import Decimal
 from operator import itemgetter
@@ -93,6 +94,11 @@ def match_text(key: Any) -> str:
     them: numbers by value (``2``, ``2.0`` and ``2.00`` are one key, ``-0.0`` is ``0``, every NaN one), text as text
     (the text ``"2"`` is not the number ``2``, ``"true"`` is not ``true``), lists element by element."""
     return orjson.dumps(encode_value(_by_value(plain(key)))).decode()
+
+
+def match_texts(values: Iterable[Any]) -> list[str | None]:
+    """``match_text`` of each value, ``None`` for NULL (a key that holds no state)."""
+    return [None if value is None else match_text(value) for value in values]
 
 
 def _by_value(value: Any) -> Any:

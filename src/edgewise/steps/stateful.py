@@ -100,6 +100,33 @@ class KeyColumns:
         return dict(zip(self.names, plain(key), strict=True))
 
 
+def key_texts(keys: KeyColumns, payloads: list[Payload], known: dict[Any, str]) -> list[str | None]:
+    """Each payload's key as ``key_text`` writes it (the name its state is kept under), computed once per key and
+    remembered in ``known`` (cleared when it grows large)."""
+    if len(known) > 100_000:
+        known.clear()
+    out: list[str | None] = []
+    for key in keys.many(payloads):
+        text = known.get(key)
+        if text is None:
+            text = known[key] = key_text(key)
+        out.append(text)
+    return out
+
+
+def argument_failures(aggs: Aggregates, payloads: list[Payload]) -> set[int]:
+    """The payloads whose aggregate arguments fail to evaluate or to add to fresh accumulators (``sum`` of text
+    that is not a number); an overflow or a comparison with what a group already holds is not seen here."""
+    failed: set[int] = set()
+    if aggs.has_arguments:
+        for i, payload in enumerate(payloads):
+            try:
+                aggs.added(aggs.init(), aggs.row(payload))
+            except FAILURES:
+                failed.add(i)
+    return failed
+
+
 def _column_name(text: str) -> str:
     return text.rsplit(".", 1)[-1].strip("`") if _PATH.match(text.strip()) else text
 
@@ -158,6 +185,29 @@ class StatefulStep(Step):
     def lookup(self, key: str) -> Any:
         """Queryable state: what the step holds for one key (its JSON form), or ``None``."""
         return None
+
+    # -- partitioned workers (``engine/partitions.py``) -------------------------------------------------------
+
+    def partition_texts(self, payloads: list[Payload]) -> list[str | None]:
+        """Each event's key as the step keeps its state under it (``None``: the event touches no keyed state, as
+        a NULL key in ``dedupe``). Raises as the step does for an event whose key fails."""
+        raise NotImplementedError(f"step {self.id} cannot be partitioned")
+
+    def failing(self, payloads: list[Payload]) -> set[int]:
+        """The events (by position) whose key is fine but that the step fails as it takes them, whatever its state
+        (an aggregate's argument that is not a number): they move no event time."""
+        return set()
+
+    def observe(self, max_time_us: int, ctx: RunContext) -> Batch | None:
+        """Events of other partitions moved the largest event time to ``max_time_us``: move the watermark as they
+        would have, and give what that closes."""
+        return None
+
+    floor_slack_us: int = 2 * END_OF_TIME
+    """An event at ``t`` can be taken differently once other partitions' events moved the largest event time to
+    ``floor`` than before only where ``floor > t - floor_slack_us``; elsewhere the move waits until after the event
+    (fewer, larger batches). By default always; a step that knows better says so (0: only a floor after the
+    event; ``-END_OF_TIME``: never)."""
 
 
 class _Untracked(set[Any]):

@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
-from edgewise.events import Batch, KeyedRows
+from edgewise.events import Batch, KeyedRows, Payload
 from edgewise.expr import values as V
 from edgewise.steps.aggs import AggExpr, Aggregates
 from edgewise.steps.group_keys import group_key
@@ -48,8 +48,10 @@ from edgewise.steps.stateful import (
     Record,
     StatefulConfig,
     StatefulStep,
+    argument_failures,
     fail_some,
     key_text,
+    key_texts,
     keys_and_rows,
     records_batch,
 )
@@ -115,6 +117,8 @@ class WindowStep(StatefulStep):
     def __init__(self, config: WindowConfig) -> None:
         super().__init__(config)
         self.keys = KeyColumns(config.key)
+        self.known_texts: dict[Any, str] = {}
+        """Keys' texts, for partitioned workers (``partition_texts``)."""
         self.aggs = Aggregates(config.aggs)
         self.size = config.tumbling or config.sliding or config.session or 0
         self.slide = config.every or self.size
@@ -122,6 +126,9 @@ class WindowStep(StatefulStep):
         self.delay = config.watermark
         self.lateness = config.allowed_lateness
         self.final = config.emit == "final"
+        # an event at or after the floor is late under neither watermark, and none of its windows ends by then; a
+        # session can still merge with one that ends exactly at the event (1 µs: a floor at the event matters)
+        self.floor_slack_us = 1 if self.sessions else 0
         self.reset()
 
     def reset(self) -> None:
@@ -394,10 +401,22 @@ class WindowStep(StatefulStep):
     def idle(self, by_us: int, ctx: RunContext) -> Batch | None:
         if self.max_time == -END_OF_TIME:
             return None  # no event yet: no event time to move on from
-        self.max_time += by_us
+        return self.observe(self.max_time + by_us, ctx)
+
+    def observe(self, max_time_us: int, ctx: RunContext) -> Batch | None:
+        if max_time_us <= self.max_time:
+            return None
+        self.max_time = max_time_us
         out: list[Record] = []
-        self._fire(self.max_time - self.delay, out)
+        self._fire(max_time_us - self.delay, out)
         return self._results(out, ctx) if out else None
+
+    def partition_texts(self, payloads: list[Payload]) -> list[str | None]:
+        return key_texts(self.keys, payloads, self.known_texts)
+
+    def failing(self, payloads: list[Payload]) -> set[int]:
+        return argument_failures(self.aggs, payloads)
+
 
     # -- state ------------------------------------------------------------------------------------------------
 
