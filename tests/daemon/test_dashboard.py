@@ -48,6 +48,30 @@ sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
     assert text_of(dom, "processed") == "8"
     assert text_of(dom, "queued") == "0"
     assert text_of(dom, "dead") == "0"
-    assert re.search(r'<tbody id="workers"><tr><td>0</td><td>\d+</td><td>true</td><td>true</td></tr>', dom)
+    assert re.search(r'<tbody id="workers"><tr><td>0</td><td>\d+</td><td>true</td><td>true</td><td>-</td><td>-</td>'
+                     r'<td>-</td></tr>', dom)
     # per pipeline and step: events in and out, and what the step did with the rest
     assert '<tbody id="steps"><tr><td>p</td><td>f</td><td>8</td><td>7</td><td>filtered 1</td></tr></tbody>' in dom
+
+
+@pytest.mark.slow
+def test_dashboard_shows_each_workers_partitions_position_and_lag(start_daemon, tmp_path):
+    """Stateful pipelines over two workers: each worker's share of the 128 partitions, where it is in the queue
+    and what waits after it (issue 41)."""
+    d = start_daemon(f"""
+version: 1
+pipelines:
+  - id: p
+    steps: [{{aggregate: {{id: a, key: [k], aggs: {{n: count()}}, into: st}}}}]
+    to: [out]
+sinks: [{{id: out, type: file, path: {tmp_path / 'out'}}}]
+""", workers=2)
+    assert d.post("/v1/events", json.dumps([{"k": i % 5} for i in range(10)])).status_code == 202
+    d.wait_processed(10)
+    position = d.client.get("/v1/queue").json()["workers"][0]["position"]
+    assert position > 0
+    dom = rendered(f"{d.url}/ui", str(tmp_path / "chromium"))
+    for index in (0, 1):
+        assert re.search(rf'<tr><td>{index}</td><td>\d+</td><td>true</td><td>true</td><td>64 of 128</td>'
+                         rf'<td>{position}</td><td>0 / 0</td></tr>', dom), dom[-3000:]
+

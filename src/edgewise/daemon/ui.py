@@ -30,7 +30,8 @@ DASHBOARD_HTML = """<!doctype html>
 <canvas id="chart" width="720" height="120" aria-label="events per second, last two minutes"></canvas>
 <table><thead><tr><th>pipeline</th><th>step</th><th>in</th><th>out</th><th>outcomes</th></tr></thead>
 <tbody id="steps"></tbody></table>
-<table><thead><tr><th>worker</th><th>pid</th><th>ready</th><th>alive</th></tr></thead>
+<table><thead><tr><th>worker</th><th>pid</th><th>ready</th><th>alive</th><th>partitions</th><th>position</th>
+<th>lag (entries / events)</th></tr></thead>
 <tbody id="workers"></tbody></table>
 <table><thead><tr><th>source</th><th>status</th></tr></thead><tbody id="sources"></tbody></table>
 <table><thead><tr><th>live channel</th><th>published</th><th>subscribers</th><th>dropped</th></tr></thead>
@@ -62,7 +63,9 @@ async function poll(){
     if(last){const r=Math.max(0,(q.processed_events-last.n)/((now-last.t)/1000));rates.push(r);
       if(rates.length>120)rates.shift();document.getElementById('rate').textContent=Math.round(r)}
     last={n:q.processed_events,t:now}; draw();
-    rows('workers', q.workers.map(w=>[w.index,w.pid,w.ready,w.alive]));
+    rows('workers', q.workers.map(w=>[w.index,w.pid,w.ready,w.alive,
+      w.partitions ? w.partitions.length+' of 128' : '-', w.position ?? '-',
+      w.lag_entries === undefined ? '-' : w.lag_entries+' / '+w.lag_events]));
     rows('steps', (q.steps||[]).map(s=>[s.pipeline,s.step,s.in,s.out,
       Object.entries(s.outcomes).map(([k,v])=>k+' '+v).join(', ')]));
     rows('live', Object.entries(q.live||{}).map(([k,v])=>[k,v.published,v.subscribers,v.dropped]));
