@@ -71,7 +71,7 @@ def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int
     assert not crashed_vs_uninterrupted(case, crashes, batch_size, flaky), case.pipeline_text()
 
 
-@budget(200)
+@budget(120)
 @given(case=st.one_of(partitioned_cases(), cases()), workers=st.sampled_from([2, 3]),
        entry_size=st.sampled_from([1, 2, 5, 1024]))
 def test_partitioned_workers_give_what_one_worker_gives(case: Case, workers: int, entry_size: int) -> None:

@@ -145,7 +145,7 @@ def agree(local: Any, spark: Any) -> bool:
 
 
 @pytest.mark.slow
-@settings(max_examples=int(os.environ.get("EDGEWISE_FUZZ_EXAMPLES", "100")), deadline=None,
+@settings(max_examples=int(os.environ.get("EDGEWISE_FUZZ_EXAMPLES", "50")), deadline=None,
           derandomize=os.environ.get("EDGEWISE_FUZZ_RANDOM") != "1",  # CI: the same examples every run
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(text=expressions(), rows=st.lists(events, min_size=1, max_size=4))

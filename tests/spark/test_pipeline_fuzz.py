@@ -16,7 +16,7 @@ from tests.fuzz.reference import reference, reference_applies, reference_cases, 
 from tests.fuzz.test_pipelines import budget, kept_cases, known_defects
 
 
-@budget(10)
+@budget(6)
 @given(case=cases(spark=True, max_steps=3))
 def test_local_engine_and_spark_agree(spark: Any, case: Case) -> None:
     try:
@@ -26,7 +26,7 @@ def test_local_engine_and_spark_agree(spark: Any, case: Case) -> None:
     assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
 
 
-@budget(8)
+@budget(5)
 @given(case=reference_cases())
 def test_both_engines_equal_the_reference_interpreter(spark: Any, case: Case) -> None:
     problems = reference_vs_engines(case, spark)

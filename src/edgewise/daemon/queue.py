@@ -268,26 +268,37 @@ def _seq_runs(numbers: Sequence[int]) -> list[tuple[int, int]]:
 
 def _delete(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
     """Remove entries and count them out; the daemon's ``--keep-recent`` newest stay in ``recent``."""
-    runs = _runs(entries)
+    _delete_runs(conn, _runs(entries), sum(e.count for e in entries))
+
+
+def _delete_upto(conn: sqlite3.Connection, last: int) -> None:
+    """``_delete`` of every entry up to ``last`` (partitioned workers: every partition is past them)."""
+    events = conn.execute("SELECT coalesce(sum(count), 0) FROM entries WHERE state IN (0, 1) AND seq <= ?",
+                          (last,)).fetchone()[0]  # by the index (state, seq, count)
+    _delete_runs(conn, [(0, last)], int(events))
+
+
+def _delete_runs(conn: sqlite3.Connection, runs: Sequence[tuple[int, int]], events: int) -> None:
+    """Remove the entries of each (first seq, last seq) run, which hold ``events`` queued events."""
     keep = meta_value(conn, "keep_recent")
     if keep > 0:
         conn.executemany("INSERT OR REPLACE INTO recent SELECT seq, source, kind, body, meta, first, count, ids, "
                          "ingest_us FROM entries WHERE seq BETWEEN ? AND ?", runs)
         conn.execute("DELETE FROM recent WHERE seq <= (SELECT max(seq) FROM recent) - ?", (keep,))
     conn.executemany("DELETE FROM entries WHERE seq BETWEEN ? AND ?", runs)
-    conn.execute("UPDATE meta SET value = value - ? WHERE key = 'queued_events'", (sum(e.count for e in entries),))
+    conn.execute("UPDATE meta SET value = value - ? WHERE key = 'queued_events'", (events,))
 
 
-def _delete_upto(conn: sqlite3.Connection, last: int) -> None:
-    """``_delete`` of every entry up to ``last`` (partitioned workers: every partition is past them)."""
-    keep = meta_value(conn, "keep_recent")
-    if keep > 0:
-        conn.execute("INSERT OR REPLACE INTO recent SELECT seq, source, kind, body, meta, first, count, ids, "
-                     "ingest_us FROM entries WHERE seq <= ?", (last,))
-        conn.execute("DELETE FROM recent WHERE seq <= (SELECT max(seq) FROM recent) - ?", (keep,))
-    conn.execute("UPDATE meta SET value = value - (SELECT coalesce(sum(count), 0) FROM entries "
-                 "WHERE state IN (0, 1) AND seq <= ?) WHERE key = 'queued_events'", (last,))  # by the index
-    conn.execute("DELETE FROM entries WHERE seq <= ?", (last,))
+def _oldest(waiting: Sequence[tuple[int, int]], max_events: int, max_entries: int) -> tuple[int, bool]:
+    """(how many of the oldest waiting (seq, events) entries make about ``max_events`` events, at least one;
+    whether more are waiting than that: the worker takes its next batch at once)."""
+    n, events = 0, 0
+    for _, count in waiting:
+        if n and events + count > max_events:
+            break
+        n += 1
+        events += count
+    return n, n < len(waiting) or len(waiting) == max_entries
 
 
 def meta_value(conn: sqlite3.Connection, key: str) -> int:
@@ -318,16 +329,10 @@ class QueueReader:
         with transaction(self.conn) as c:
             waiting = c.execute("SELECT seq, count FROM entries WHERE state = 0 ORDER BY seq LIMIT ?",
                                 (max_entries,)).fetchall()
-            chosen: list[int] = []
-            events = 0
-            for seq, count in waiting:
-                if chosen and events + count > max_events:
-                    break
-                chosen.append(seq)
-                events += count
-            if not chosen:
+            n, self.backlog = _oldest(waiting, max_events, max_entries)
+            if not n:
                 return []
-            self.backlog = len(chosen) < len(waiting) or len(waiting) == max_entries
+            chosen = [seq for seq, _ in waiting[:n]]
             # the first waiting entries are the waiting ones between the first and the last chosen
             c.execute("UPDATE entries SET state = 1, worker = ?, attempts = attempts + 1 "
                       "WHERE state = 0 AND seq BETWEEN ? AND ?", (worker, chosen[0], chosen[-1]))
@@ -346,13 +351,7 @@ class QueueReader:
         # by the index on (state, seq, count), without reading the entries' bodies (entries are never leased here)
         counts = self.conn.execute("SELECT seq, count FROM entries WHERE state = 0 AND seq > ? ORDER BY seq LIMIT ?",
                                    (seq, max_entries)).fetchall()
-        chosen, events = 0, 0
-        for _, count in counts:
-            if chosen and events + count > max_events:
-                break
-            chosen += 1
-            events += count
-        self.backlog = chosen < len(counts) or len(counts) == max_entries
+        chosen, self.backlog = _oldest(counts, max_events, max_entries)
         if not chosen:
             return []
         rows = self.conn.execute("SELECT seq, source, kind, body, meta, first, count, ids, ingest_us, attempts "

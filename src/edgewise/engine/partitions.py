@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.context import RunContext
 from edgewise.engine.guard import STEP_FAILURES, GuardedStep
-from edgewise.engine.state import StateRuntime
+from edgewise.engine.state import StateRuntime, step_prefix
 from edgewise.errors import ConfigError
 from edgewise.events import Batch
 from edgewise.steps.stateful import END_OF_TIME, StatefulStep
@@ -335,7 +335,7 @@ class PartitionedState(StateRuntime):
             step.track_changes(store.durable)
             items: list[tuple[str, bytes]] = []
             for p in sorted(self.mine):
-                prefix = f"{part_prefix(p)}step/{step.id}/"
+                prefix = part_prefix(p) + step_prefix(step.id)
                 items += [(key[len(prefix):], value) for key, value in store.scan(prefix)
                           if key[len(prefix):] != "meta" or p == lowest]
             step.restore(items)
@@ -344,29 +344,27 @@ class PartitionedState(StateRuntime):
     def commit(self, positions: Mapping[str, int], runs: Mapping[str, str], digests: Mapping[str, str],
                ended: Iterable[str] = ()) -> None:
         read = positions.get(self.queue_position, 0)
-        writes: dict[str, dict[str, bytes | None]] = {name: {} for name in self.stores}
-        for step in self.steps:
-            target = writes[step.store_name]
-            for name, value in step.changes().items():
-                partition = stored_partition(name)
-                for p in self.mine if partition is None else (partition,):
-                    target[f"{part_prefix(p)}step/{step.id}/{name}"] = value
+        writes = self.step_writes()
         for p in self.mine:
             self.positions[p] = max(self.positions[p], read)
             writes["default"][f"{part_prefix(p)}source/{self.queue_position}"] = str(self.positions[p]).encode()
-        for name, batch in writes.items():
-            store = self.stores[name]
-            if batch and store.durable:
-                store.apply(batch)
+        self.apply(writes)
+
+    def state_keys(self, step: StatefulStep, name: str) -> Iterable[str]:
+        """A key's entry under its partition; an entry of no key (the step's ``meta``) under each of the worker's."""
+        partition = stored_partition(name)
+        return [f"{part_prefix(p)}{step_prefix(step.id)}{name}" for p in (self.mine if partition is None
+                                                                          else (partition,))]
 
 
 def stored_state(store: StateStore, step_id: str) -> list[tuple[str, bytes]]:
     """A step's committed state entries (name, value) in either layout: kept by one worker (``step/<id>/...``) or
     per partition (``part/<p>/step/<id>/...``, each partition's ``meta`` copy once)."""
-    rows = [(key[len(f"step/{step_id}/"):], value) for key, value in store.scan(f"step/{step_id}/")]
+    mine = step_prefix(step_id)
+    rows = [(key[len(mine):], value) for key, value in store.scan(mine)]
     seen_meta = False
     for p in range(PARTITIONS):
-        prefix = f"{part_prefix(p)}step/{step_id}/"
+        prefix = part_prefix(p) + step_prefix(step_id)
         for key, value in store.scan(prefix):
             name = key[len(prefix):]
             if name == "meta":
@@ -391,12 +389,12 @@ def move_to_partitions(plan: Plan, stores: Mapping[str, StateStore], queue_posit
         for step in plan.stateful_steps():
             if step.store_name != store_name:
                 continue
-            prefix = f"step/{step.id}/"
+            prefix = step_prefix(step.id)
             for key, value in store.scan(prefix):
                 name = key[len(prefix):]
                 partition = stored_partition(name)
                 for p in range(PARTITIONS) if partition is None else (partition,):
-                    writes[f"{part_prefix(p)}step/{step.id}/{name}"] = value
+                    writes[part_prefix(p) + step_prefix(step.id) + name] = value
                 writes[key] = None
                 moved += 1
         position = store.get(f"source/{queue_position}")

@@ -79,14 +79,7 @@ class StateRuntime:
         """Commit every step's changes (and the positions) to their stores, one transaction per store. ``ended``:
         sources whose input a run read to its end: their position, run id and digest are removed with this commit,
         so the next run reads its input from the start (a finished run is not a crashed one)."""
-        writes: dict[str, dict[str, bytes | None]] = {name: {} for name in self.stores}
-        for step in self.steps:
-            changes = step.changes()
-            if changes:
-                prefix = step_prefix(step.id)
-                target = writes[step.store_name]
-                for key, value in changes.items():
-                    target[prefix + key] = value
+        writes = self.step_writes()
         for source_id, n in positions.items():
             writes["default"][f"source/{source_id}"] = str(n).encode()
         for source_id, run_id in runs.items():
@@ -96,10 +89,29 @@ class StateRuntime:
         for source_id in ended:
             for kind in ("source", "run", "digest"):
                 writes["default"][f"{kind}/{source_id}"] = None
+        self.apply(writes)
+
+    def state_keys(self, step: StatefulStep, name: str) -> Iterable[str]:
+        """The store keys a step's state entry ``name`` is kept under: one, here; one per partition it belongs to
+        where a worker keeps its partitions apart (``partitions.PartitionedState``)."""
+        return (step_prefix(step.id) + name,)
+
+    def step_writes(self) -> dict[str, dict[str, bytes | None]]:
+        """Every step's changes since the last commit, as writes per store (None: delete)."""
+        writes: dict[str, dict[str, bytes | None]] = {name: {} for name in self.stores}
+        for step in self.steps:
+            target = writes[step.store_name]
+            for name, value in step.changes().items():
+                for key in self.state_keys(step, name):
+                    target[key] = value
+        return writes
+
+    def apply(self, writes: Mapping[str, Mapping[str, bytes | None]]) -> None:
+        """One transaction per durable store that has writes."""
         for name, batch in writes.items():
             store = self.stores[name]
             if batch and store.durable:
-                store.apply(batch)
+                store.apply(dict(batch))
 
     def lookup(self, step_id: str, key: str) -> object:
         for step in self.steps:

@@ -22,6 +22,7 @@ argument is converted when the row is evaluated (``Aggregates.rows``), before an
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -283,16 +284,55 @@ def _number(value: Any, what: str) -> int | float | Decimal:
     return value
 
 
-_NATIVELY_ORDERED = frozenset({int, float, str, Decimal, datetime, date})
+_NATIVELY_ORDERED = frozenset({int, float, Decimal, datetime, date, bool})
 """Types whose Python order, between two values of the type, is SQL's: anything else (objects and arrays, whose
-``<`` Python has not or has its own) is compared by ``V.compare``."""
+``<`` Python has not or has its own) is compared by ``V.compare``. Text has an order of its own here
+(``_rank``)."""
+
+NUMBER_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+"""Text that ``min`` and ``max`` order as the number it reads as: a sign, digits with an optional fraction, an
+optional exponent, nothing else (no spaces, no ``NaN``). The Spark compiler matches the same pattern
+(``engine/spark/windows.py``)."""
+
+
+def _rank(value: Any) -> tuple[int, float, int, str] | None:
+    """Where ``min``/``max`` place a number, a text or a boolean beside values of another of those kinds (None for
+    any other kind): (0, the number, 0, "") for a number, (0, its number, 1, text) for text that reads as a
+    number, (1, 0.0, 1, text) for other text, (2, 0.0, 2, "false" or "true") for a boolean."""
+    kind = type(value)
+    if kind is str:
+        if NUMBER_TEXT.fullmatch(value):
+            return (0, float(value), 1, value)
+        return (1, 0.0, 1, value)
+    if kind is bool:
+        return (2, 0.0, 2, "true" if value else "false")
+    if V.is_number(value):
+        try:
+            return (0, float(value), 0, "")
+        except OverflowError:  # an integer beyond DOUBLE's range: Spark's DOUBLE of it is infinite too
+            return (0, math.copysign(math.inf, value), 0, "")
+    return None
 
 
 def _less(a: Any, b: Any) -> bool:
-    if (type(a) is type(b) and type(a) in _NATIVELY_ORDERED) or (
-            isinstance(a, int | float) and isinstance(b, int | float)):
+    """The order of ``min`` and ``max``: a total order over numbers, text and booleans, so a group's result does not
+    depend on the order its values arrive in (a comparison's own casts are no order over mixed values: ``'10' <
+    '7'`` as text, ``'7' < 8`` and ``8 < '10'`` as numbers). Numbers by value; text that reads as a number
+    (``NUMBER_TEXT``) by that number, after an equal number; then other text, in text order; then booleans
+    (``_rank``). Values of one kind otherwise compare as ``<`` does; arrays and objects beside another kind fail."""
+    ta, tb = type(a), type(b)
+    if ta is tb and ta in _NATIVELY_ORDERED:
         return bool(a < b)
+    if ta in _PLAIN_NUMBERS and tb in _PLAIN_NUMBERS:
+        return bool(a < b)
+    if ta is str or tb is str or ta is bool or tb is bool:
+        ra, rb = _rank(a), _rank(b)
+        if ra is not None and rb is not None:
+            return ra < rb
     return V.compare(a, b) == -1
+
+
+_PLAIN_NUMBERS = frozenset({int, float})
 
 
 def _key_text(value: Any) -> str:

@@ -17,6 +17,7 @@ from edgewise.engine.spark.fields import FieldTypes
 from edgewise.engine.spark.sql import SOURCE, to_spark_sql
 from edgewise.engine.spark.steps import Stage, StepExprs, apply_on_error, with_error
 from edgewise.errors import ConfigError
+from edgewise.steps.aggs import NUMBER_TEXT as LOCAL_NUMBER_TEXT
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -39,8 +40,8 @@ def _typed(sql: str, spark_type: str) -> str:
 
 def _argument(stage: Stage, spec: AggSpec) -> tuple[str, str | None]:
     """The expression an aggregate reads and the type it reads it at: ``sum``/``avg`` DOUBLE (a numeric string
-    counts, as Spark's implicit cast does); ``min``/``max`` the argument's own type (strings and times compare as
-    themselves), DOUBLE where it has none (a VARIANT does not compare); the others a STRING key.
+    counts, as Spark's implicit cast does); ``min``/``max`` the argument's own type (a STRING or a VARIANT then
+    ordered by ``_order_key``), DOUBLE for a NULL; the others a STRING key.
 
     ``sum``/``avg`` over text cast it to DOUBLE in the expression, where the guard makes a value that does not
     cast fail its event (``CAST_INVALID_INPUT``, as on the local engine); Spark's own implicit cast in
@@ -57,7 +58,41 @@ def _argument(stage: Stage, spec: AggSpec) -> tuple[str, str | None]:
     own_type = own.dataType.simpleString()
     if want is not None:
         return (f"CAST(({text}) AS DOUBLE)" if own_type == "string" else text), want
-    return text, "double" if own_type in ("variant", "void") else None
+    return text, "double" if own_type == "void" else None
+
+
+NUMBER_TEXT = "^" + LOCAL_NUMBER_TEXT.pattern + "\\z"
+"""Java's form of the text ``min`` and ``max`` order as a number (``steps/aggs.NUMBER_TEXT``): anchored at both
+ends (``\\z``, as ``$`` would let a trailing newline through)."""
+
+
+def _order_key(column: str, spark_type: str) -> str | None:
+    """SQL: where ``min``/``max`` place a value of ``column``, as the local engine's ``aggs._less`` does (NULL for
+    NULL): (0, the number, 0) for a number, (0, its number, 1, text) for text that reads as one, (1, NULL, 1,
+    text) for other text, (2, NULL, 2, "false" or "true") for a boolean, so ``min_by``/``max_by`` give the value
+    as it came. None where the type orders itself (numbers, times, booleans). In a VARIANT (a field of several
+    kinds), arrays and objects come last, by their JSON text (locally they compare as SQL compares them, and fail
+    beside another kind: docs/spark.md)."""
+    pattern = F.quote(NUMBER_TEXT)
+
+    def of_text(text: str) -> str:
+        return (f"CASE WHEN {text} RLIKE {pattern} THEN named_struct('n', 0, 'd', CAST({text} AS DOUBLE), "
+                f"'t', 1, 's', {text}) ELSE named_struct('n', 1, 'd', CAST(NULL AS DOUBLE), 't', 1, 's', {text}) END")
+
+    if spark_type == "string":
+        return f"CASE WHEN {column} IS NOT NULL THEN {of_text(column)} END"
+    if spark_type != "variant":
+        return None
+    kind = f"schema_of_variant({column})"
+    text = f"try_variant_get({column}, '$', 'string')"
+    return (f"CASE WHEN {column} IS NULL OR is_variant_null({column}) THEN NULL "
+            f"WHEN {kind} IN ('BIGINT', 'DOUBLE', 'FLOAT', 'INT', 'SMALLINT', 'TINYINT') OR {kind} LIKE 'DECIMAL%' "
+            f"THEN named_struct('n', 0, 'd', try_variant_get({column}, '$', 'double'), 't', 0, "
+            f"'s', CAST(NULL AS STRING)) "
+            f"WHEN {kind} = 'STRING' THEN {of_text(text)} "
+            f"WHEN {kind} = 'BOOLEAN' THEN named_struct('n', 2, 'd', CAST(NULL AS DOUBLE), 't', 2, 's', "
+            f"to_json({column})) "
+            f"ELSE named_struct('n', 3, 'd', CAST(NULL AS DOUBLE), 't', 3, 's', to_json({column})) END")
 
 
 def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None = None, *,
@@ -94,6 +129,7 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
         if spec.argument is not None:
             text, want = _argument(stage, spec)
             arguments[f"_x{i}"] = exprs.sql(text, want=want)
+    order_keys: dict[str, str | None] = {}
     error = exprs.error()
     if error is not None:
         checked = with_error(stage.df.withColumn("_applies", f.expr(F.LIVE)), error, types)
@@ -101,6 +137,10 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
     inputs = stage.df
     for column, sql in [*((c, s) for _, c, s, _ in key_columns), *arguments.items()]:
         inputs = inputs.withColumn(column, f.expr(f"CASE WHEN {F.LIVE} THEN {sql} END"))
+    for i, (_, spec) in enumerate(step.aggs.specs):
+        if spec.function in ("min", "max"):
+            column = f"_x{i}"
+            order_keys[column] = _order_key(column, inputs.schema[column].dataType.simpleString())
     if marker_only:
         columns = ["event_time", "_to", "_record", *(c for _, c, _, _ in key_columns), *arguments]
         inputs = F.count_malformed(inputs.select(*columns))
@@ -138,6 +178,8 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
             aggs.append(f.expr("count(*)" if spec.argument is None else f"count({argument})").alias(column))
         elif fn == "avg":  # a DOUBLE, as locally: over a DECIMAL Spark's avg keeps a scale of 4 (420.3333)
             aggs.append(f.expr(f"avg(CAST({argument} AS DOUBLE))").alias(column))
+        elif fn in ("min", "max") and order_keys.get(argument):
+            aggs.append(f.expr(f"{fn}_by({argument}, {order_keys[argument]})").alias(column))
         elif fn in ("sum", "min", "max"):
             aggs.append(f.expr(f"{fn}({argument})").alias(column))
         elif fn == "count_distinct":
