@@ -90,8 +90,9 @@ MUTATIONS = [
              "while timers and timers[0][0] <= now:", "while timers and timers[0][0] <= now + 1_000_000:",
              ("tests/test_stateful.py", "tests/test_github_completion.py", CONFORMANCE)),
     Mutation("a commit skips a step with one changed key", "state", "src/edgewise/engine/state.py",
-             "            if changes:\n                prefix = step_prefix(step.id)",
-             "            if len(changes) > 1:\n                prefix = step_prefix(step.id)",
+             "            for name, value in step.changes().items():\n                for key in self.state_keys(",
+             "            for name, value in (c if len(c := step.changes()) > 1 else {}).items():\n"
+             "                for key in self.state_keys(",
              ("tests/test_stateful.py", "tests/state")),
     Mutation("Spark: a filter keeps rows whose condition is NULL", "Spark compiler",
              "src/edgewise/engine/spark/steps.py",

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from tests.daemon.helpers import wait_for
 
@@ -55,6 +56,7 @@ def _events(start: int, stop: int) -> list[dict[str, Any]]:
     return [{"k": f"k{i % 3}", "t": 1000 + i} for i in range(start, stop)]
 
 
+@pytest.mark.slow
 def test_a_continuous_job_stops_cleanly_on_sigterm_and_sigint_and_resumes_exactly_once(spark: Any,
                                                                                       tmp_path: Path) -> None:
     del spark  # the jobs run in their own processes; the fixture only checks that Spark can run here

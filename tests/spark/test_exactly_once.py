@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from edgewise.config import load
 from edgewise.jsonio import dumps
@@ -81,6 +82,7 @@ def _records(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
 def test_killed_driver_resumes_with_exactly_once_output(spark: Any, tmp_path: Path) -> None:
     del spark  # the jobs run in their own processes; the fixture only checks that Spark can run here
     (tmp_path / "pipeline.yaml").write_text(PIPELINE, encoding="utf-8")

@@ -320,15 +320,15 @@ def test_a_window_with_when_is_refused_on_spark_before_it_starts(spark: Any, tmp
         _spark(spark, text, tmp_path)
 
 
-def test_pinned_difference_min_max_over_text_and_numbers(spark: Any, tmp_path: Path) -> None:
-    """docs/spark.md, min and max over mixed values: Spark reads the argument as DOUBLE ('oops' fails the event,
-    skipped), the local engine compares text with text ('oops' > '360.0')."""
+def test_min_max_over_text_and_numbers_agree(spark: Any, tmp_path: Path) -> None:
+    """Once a pinned difference (Spark read the argument as DOUBLE and skipped 'oops''s event; the local engine
+    compared text with text): both now order other text after numbers and numeric text, so 'oops' is the max."""
     _spool(tmp_path, ['{"t":0,"x":"360.0"}', '{"t":1,"x":360.0}', '{"t":2,"x":"oops"}'])
     text = SPOOL_EVENT_TIME + """
-      - window: {id: w, tumbling: 1m, watermark: 60s, aggs: {hi: max(x)}, on_error: skip}
+      - window: {id: w, tumbling: 1m, watermark: 60s, aggs: {hi: max(x), lo: min(x)}, on_error: skip}
 """
-    assert [r["hi"] for r in _local(text, tmp_path).values()] == ["oops"]
-    assert [r["hi"] for r in _spark(spark, text, tmp_path).values()] == [360]
+    assert [(r["hi"], r["lo"]) for r in _local(text, tmp_path).values()] == [("oops", 360.0)]
+    assert [(r["hi"], r["lo"]) for r in _spark(spark, text, tmp_path).values()] == [("oops", 360.0)]
 
 
 def test_pinned_difference_static_types(spark: Any, tmp_path: Path) -> None:

@@ -188,6 +188,7 @@ def _edgewise(work: Path, env: dict[str, str], *args: str) -> str:
     return done.stderr
 
 
+@pytest.mark.slow
 def test_a_second_spark_run_maps_the_archive_the_first_one_recorded(tmp_path: Path) -> None:
     """The cheapest runs that start a driver JVM do the recording and the control (`explain --engine spark`
     starts Spark and plans, as every Spark command does, but runs no job); the run between them is a job."""
