@@ -68,26 +68,3 @@ def read_terminal(fd: int) -> str:
 def root() -> Path:
     return ROOT
 
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (``make test``: ``-n 3 --dist worksteal``), each worker's share starts with its part of
-    the ``slow`` tests. The scheduler hands each worker a contiguous share of the collection and idle workers steal
-    from the end of the others' shares, so a test of minutes that sat late in a share started when the others
-    were nearly done, and the run waited for it alone (the longest take 2–3 minutes on a busy machine)."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))  # set in each worker, which collects
-    if workers < 2:
-        return
-    slow = [item for item in items if item.get_closest_marker("slow") is not None]
-    rest = [item for item in items if item.get_closest_marker("slow") is None]
-    shares: list[list[pytest.Item]] = [[] for _ in range(workers)]
-    for n, item in enumerate(slow):
-        shares[n % workers].append(item)
-    remaining = len(items)
-    for i, share in enumerate(shares):  # the sizes worksteal gives: what is left, split over the workers left
-        size = remaining // (workers - i)
-        remaining -= size
-        take = max(0, size - len(share))
-        share += rest[:take]
-        del rest[:take]
-    items[:] = [item for share in shares for item in share] + rest

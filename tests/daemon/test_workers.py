@@ -9,6 +9,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -155,7 +156,10 @@ def test_a_worker_pauses_only_when_the_queue_is_drained_or_requests_arrive(tmp_p
         append(n)
     worker = _worker(tmp_path)  # what waits when it starts is a backlog, not arrivals
     paused: list[int] = []
-    monkeypatch.setattr("edgewise.daemon.worker.time.sleep", lambda seconds: paused.append(len(worker.pending)))
+    # the worker module's own view of ``time``: patching ``time.sleep`` itself made every thread of this test
+    # process that sleeps in a loop (a daemon's helper left by an earlier test) spin, and fill ``paused``
+    clock = SimpleNamespace(monotonic=time.monotonic, sleep=lambda seconds: paused.append(len(worker.pending)))
+    monkeypatch.setattr("edgewise.daemon.worker.time", clock)
     leased = []
     while worker.step():
         leased.append(len(worker.pending))

@@ -62,7 +62,7 @@ def kept_cases() -> list[tuple[str, Case, str]]:
     return out
 
 
-@budget(120)
+@budget(80)
 @given(case=cases(), crashes=st.lists(st.integers(0, 14), min_size=1, max_size=3),
        batch_size=st.sampled_from([1, 2, 5, 1024]), flaky=st.sampled_from([0, 2, 3]))
 def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int], batch_size: int,
@@ -71,7 +71,7 @@ def test_a_crashed_run_equals_an_uninterrupted_one(case: Case, crashes: list[int
     assert not crashed_vs_uninterrupted(case, crashes, batch_size, flaky), case.pipeline_text()
 
 
-@budget(120)
+@budget(80)
 @given(case=st.one_of(partitioned_cases(), cases()), workers=st.sampled_from([2, 3]),
        entry_size=st.sampled_from([1, 2, 5, 1024]))
 def test_partitioned_workers_give_what_one_worker_gives(case: Case, workers: int, entry_size: int) -> None:
