@@ -111,7 +111,7 @@ class StateRuntime:
         for name, batch in writes.items():
             store = self.stores[name]
             if batch and store.durable:
-                store.apply(dict(batch))
+                store.apply(batch)
 
     def lookup(self, step_id: str, key: str) -> object:
         for step in self.steps:

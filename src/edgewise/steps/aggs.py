@@ -289,6 +289,9 @@ _NATIVELY_ORDERED = frozenset({int, float, Decimal, datetime, date, bool})
 ``<`` Python has not or has its own) is compared by ``V.compare``. Text has an order of its own here
 (``_rank``)."""
 
+_PLAIN_NUMBERS = frozenset({int, float})
+"""Types that Python orders as SQL does between one another (a BIGINT beside a DOUBLE)."""
+
 NUMBER_TEXT = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 """Text that ``min`` and ``max`` order as the number it reads as: a sign, digits with an optional fraction, an
 optional exponent, nothing else (no spaces, no ``NaN``). The Spark compiler matches the same pattern
@@ -330,9 +333,6 @@ def _less(a: Any, b: Any) -> bool:
         if ra is not None and rb is not None:
             return ra < rb
     return V.compare(a, b) == -1
-
-
-_PLAIN_NUMBERS = frozenset({int, float})
 
 
 def _key_text(value: Any) -> str:

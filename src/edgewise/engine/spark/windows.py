@@ -129,7 +129,6 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
         if spec.argument is not None:
             text, want = _argument(stage, spec)
             arguments[f"_x{i}"] = exprs.sql(text, want=want)
-    order_keys: dict[str, str | None] = {}
     error = exprs.error()
     if error is not None:
         checked = with_error(stage.df.withColumn("_applies", f.expr(F.LIVE)), error, types)
@@ -137,10 +136,9 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
     inputs = stage.df
     for column, sql in [*((c, s) for _, c, s, _ in key_columns), *arguments.items()]:
         inputs = inputs.withColumn(column, f.expr(f"CASE WHEN {F.LIVE} THEN {sql} END"))
-    for i, (_, spec) in enumerate(step.aggs.specs):
-        if spec.function in ("min", "max"):
-            column = f"_x{i}"
-            order_keys[column] = _order_key(column, inputs.schema[column].dataType.simpleString())
+    # min/max over text or a VARIANT: by the local engine's order (``_order_key``), computed on the typed columns
+    order_keys = {f"_x{i}": _order_key(f"_x{i}", inputs.schema[f"_x{i}"].dataType.simpleString())
+                  for i, (_, spec) in enumerate(step.aggs.specs) if spec.function in ("min", "max")}
     if marker_only:
         columns = ["event_time", "_to", "_record", *(c for _, c, _, _ in key_columns), *arguments]
         inputs = F.count_malformed(inputs.select(*columns))
