@@ -58,8 +58,8 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/spark_keyed.py
 
 FUZZ_MINUTES ?= 30
-FUZZ_ORACLES ?= crash,batch,reference,queue,partitions,spark,spark-reference
-fuzz: install  ## the differential pipeline fuzzer as a soak (FUZZ_MINUTES=30, FUZZ_ORACLES=all seven)
+FUZZ_ORACLES ?= crash,batch,reference,queue,partitions,split,spark,spark-reference,spark-split
+fuzz: install  ## the differential pipeline fuzzer as a soak (FUZZ_MINUTES=30, FUZZ_ORACLES=all nine)
 	$(BIN)/python -m tests.fuzz.soak --minutes $(FUZZ_MINUTES) --oracles $(FUZZ_ORACLES)
 
 MUTATE_MINUTES ?= 1

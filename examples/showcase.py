@@ -20,14 +20,16 @@ Cities (--city):
 - helsinki: HSL's HFP recordings (data/hsl-hfp-apc-dumps: a few buses, MQTT dumps, the HFP path), at 30x their
   pace; 30 s windows, closed by the idle source's clock (about 45 s after the replay).
 
-With --hub (`make run-hub`, helsinki) the same `cells` pipeline of live.yaml also runs on Spark, as a hub would,
-over the spool the daemon writes (out/showcase/spool: every message, with its id and event time, a segment sealed
-at each commit). One continuous `edgewise spark` job (the hub) starts before the replay and reads each segment
-as it is sealed, closing windows as its watermark moves; after the replay SIGTERM stops it cleanly and one
-`edgewise spark --once` on the same checkpoint reads the rest and closes the last windows. Its live sink posts the cell
-results to the daemon's channel `hub-cells`, shown by the same map (/ui/map?cells=hub-cells) beside the edge's
-own; without --stay the script then compares Spark's cells (out/showcase/hub.db) with the edge's, record by
-record. --hub needs the `spark` extra and Java 17.
+With --hub (`make run-hub`, helsinki) live.yaml's `hub-cells` pipeline, the same cells placed at a hub
+(`hub_from`), runs where the file puts it: the daemon runs its steps before the window and writes what reaches it
+into the link (out/showcase/link: each event's id, event time and the fields the window reads, a segment sealed at
+each commit), and one continuous `edgewise spark examples/hsl/live.yaml` (the hub: the same file, nothing else to
+configure), started before the replay, reads each segment as it is sealed, closing windows as its watermark moves.
+Its live sink posts the cell results to the daemon's channel `hub-cells` (the address the daemon wrote into the
+link), shown by the same map (/ui/map?cells=hub-cells) beside the edge's own. After the replay the edge's idle
+source writes heartbeats into the link, which close the hub's last windows as the edge's close; SIGTERM then stops
+the job cleanly, and without --stay the script compares Spark's cells (out/showcase/hub.db) with the edge's, record
+by record. --hub needs the `spark` extra and Java 17.
 
 out/showcase/ is replaced on every run, never appended to. Only the edge core is needed (no Spark, no services),
 except for --hub.
@@ -58,7 +60,7 @@ import orjson
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sinks and spool write here too
+RUN_DIR = ROOT / "out" / "showcase"  # live.yaml's SQLite sinks and link write here too
 HUB_CHANNEL = "hub-cells"
 BACKDROP_CHANNEL = "backdrop"
 BACKDROP_ZOOM = 17
@@ -97,9 +99,6 @@ CITIES = {
         replay=("--dedupe-lines",), speed="30", db="hsl.db", lat="lat", long="long", map_query="", max_gap="2s",
         closes_after_s=30 + 10),  # live.yaml's 30 s windows and 10 s watermark
 }
-HUB_SCHEMA = ("event_type STRING, lat DOUBLE, long DOUBLE, tst STRING, spd DOUBLE, "
-              "topic STRUCT<operator_id: STRING, vehicle_number: STRING>")
-"""The fields helsinki's `cells` pipeline reads, as the replay sends them (HFP's topic levels are text)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,12 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                       help="keep the map up after the replay until Ctrl-C (the default on a terminal)")
     stay.add_argument("--no-stay", dest="stay", action="store_false", help="stop when the replay is done")
     parser.add_argument("--hub", action="store_true",
-                        help="helsinki: also run the cells pipeline on Spark over the daemon's spool, onto the same "
-                        "map")
+                        help="helsinki: also run live.yaml's hub part (its hub-cells pipeline from the window on) "
+                        "on Spark, over the link the daemon writes, onto the same map")
     args = parser.parse_args(argv)
     city = CITIES[args.city]
     if args.hub and args.city != "helsinki":
-        parser.error("--hub runs with --city helsinki (the daemon spools its messages for Spark)")
+        parser.error("--hub runs with --city helsinki (its live.yaml places a pipeline at a hub)")
     speed = args.speed or city.speed
     edgewise = str(Path(sys.executable).with_name("edgewise"))
     stay_up = sys.stdin.isatty() if args.stay is None else args.stay
@@ -175,11 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             print("showcase: the replay failed (see above)", file=sys.stderr)
             return 1
         wait_processed(url)
-        # Spark does not need the edge's last windows closed: it runs while they close
-        if hub is not None and not hub.finish():
-            return 1
-        if not stay_up:  # staying, the map shows them as they close
+        if not stay_up or hub is not None:  # staying, the map shows them as they close
             wait_closed(url, city.closes_after_s)
+        if hub is not None and not hub.finish(count_cells(RUN_DIR / city.db)):
+            return 1
         print(f"showcase: {summary(url)}; cell results in {RUN_DIR.relative_to(ROOT) / city.db} "
               f"({count_cells(RUN_DIR / city.db)} rows in table cells)", flush=True)
         if hub is not None and not stay_up:
@@ -225,7 +223,7 @@ def over_mqtt(city: City) -> tuple[Path, str]:
         # the open http source a daemon has anyway (for the map's backdrop and any post), declared so that it is
         # idle as soon as the mqtt source is, not after the default 30 s
         {"id": "http", "type": "http", "anonymous": True, **idle}]
-    for sink in doc.get("sinks", []):
+    for sink in [*doc.get("sinks", []), *([doc["link"]] if "link" in doc else [])]:
         if "path" in sink:
             sink["path"] = str((source_file.parent / sink["path"]).resolve())
     written = RUN_DIR / "live.yaml"
@@ -353,29 +351,25 @@ def count_cells(path: Path) -> int:
 
 
 class Hub:
-    """live.yaml's `cells` pipeline on Spark, over the daemon's spool, publishing to the daemon's map."""
+    """live.yaml's `hub-cells` pipeline at its hub: one continuous `edgewise spark examples/hsl/live.yaml` (the file
+    splits the pipeline at its window, `hub_from`), reading the link the daemon writes and posting to its map."""
 
     def __init__(self, edgewise: str, url: str) -> None:
         self.edgewise = edgewise
         self.url = url
-        self.file = RUN_DIR / "hub.yaml"
         self.checkpoint = RUN_DIR / "hub-checkpoint"
         self.log = RUN_DIR / "hub.log"
         self.job: subprocess.Popen[bytes] | None = None
-        self.file.write_text(yaml.safe_dump(hub_pipeline_file(url), sort_keys=False))
 
     def start(self) -> bool:
-        """One continuous `edgewise spark` job over the spool (the hub), started before the replay: the replay
-        begins once its queries run (a JVM takes 10-20 s to start), so Spark's cells reach the map during it."""
-        print(f"showcase: starting the cells pipeline on Spark, a continuous job over the daemon's spool (its log: "
-              f"{self.log.relative_to(ROOT)})", flush=True)
-        # the daemon's worker makes the spool when it opens its sinks, which may be after the daemon answers: the
-        # job checks that its source is a directory before it starts
-        (RUN_DIR / "spool").mkdir(exist_ok=True)
+        """The hub, started before the replay: the replay begins once its queries run (a JVM takes 10-20 s to
+        start), so Spark's cells reach the map during it."""
+        print(f"showcase: starting the hub: edgewise spark {CITIES['helsinki'].pipeline}, a continuous job over the "
+              f"daemon's link (its log: {self.log.relative_to(ROOT)})", flush=True)
         with open(self.log, "ab") as log:
-            self.job = subprocess.Popen([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
-                                         "--trigger", "1"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                        preexec_fn=die_with_parent)
+            self.job = subprocess.Popen([self.edgewise, "spark", str(ROOT / CITIES["helsinki"].pipeline),
+                                         "--checkpoint", str(self.checkpoint), "--trigger", "1"], stdout=log,
+                                        stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=die_with_parent)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.job.poll() is not None:
@@ -386,8 +380,8 @@ class Hub:
         return self._failed()
 
     def follow(self, replay: subprocess.Popen[bytes]) -> bool:
-        """While the replay runs: the continuous job reads each segment the daemon seals, within a second or so,
-        and posts the windows its watermark closed to the map. False if it failed."""
+        """While the replay runs: the job reads each segment the daemon seals, within a micro-batch, and posts the
+        windows its watermark closed to the map. False if it failed."""
         assert self.job is not None
         told = False
         while replay.poll() is None:
@@ -400,26 +394,28 @@ class Hub:
             time.sleep(0.5)
         return True
 
-    def finish(self) -> bool:
-        """Once the spool is complete: SIGTERM stops the continuous job cleanly, then `edgewise spark --once` on the
-        same checkpoint reads what the job had not read yet and ends the input, which closes the last windows
-        (Spark's watermark moves only with data; exactly-once across the two: one checkpoint)."""
-        wait_sealed(RUN_DIR / "spool")
-        if self.job is not None and self.job.poll() is None:
-            started = time.monotonic()
-            self.job.send_signal(signal.SIGTERM)
-            try:
-                code = self.job.wait(120)
-            except subprocess.TimeoutExpired:
-                self.job.kill()
-                code = -9
-            if code != 0:
+    def finish(self, expected: int, timeout: float = 300) -> bool:
+        """Once the edge's last windows have closed: the edge's idle source wrote heartbeats into the link, which
+        close the hub's last windows too; wait for them (as many cells as the edge's), then SIGTERM stops the job
+        cleanly."""
+        assert self.job is not None
+        print("showcase: waiting for the hub's last windows (the edge's heartbeats move Spark's watermark on)",
+              flush=True)
+        deadline = time.monotonic() + timeout
+        while count_cells(RUN_DIR / "hub.db") < expected and time.monotonic() < deadline:
+            if self.job.poll() is not None:
                 return self._failed()
-            print(f"showcase: the continuous job stopped on SIGTERM in {time.monotonic() - started:.1f} s",
-                  flush=True)
-        print("showcase: the replay is done: closing the last windows on Spark (edgewise spark --once)", flush=True)
-        if not self._spark():
-            return False
+            time.sleep(0.5)
+        started = time.monotonic()
+        self.job.send_signal(signal.SIGTERM)
+        try:
+            code = self.job.wait(120)
+        except subprocess.TimeoutExpired:
+            self.job.kill()
+            code = -9
+        if code != 0:
+            return self._failed()
+        print(f"showcase: the hub stopped on SIGTERM in {time.monotonic() - started:.1f} s", flush=True)
         live = httpx.get(f"{self.url}/v1/queue", timeout=5).json().get("live", {})
         print(f"showcase: Spark's cell results in {(RUN_DIR / 'hub.db').relative_to(ROOT)} "
               f"({count_cells(RUN_DIR / 'hub.db')} rows in table cells); "
@@ -431,48 +427,16 @@ class Hub:
               file=sys.stderr)
         return False
 
-    def _spark(self, *flags: str) -> bool:
-        with open(self.log, "ab") as log:
-            done = subprocess.run([self.edgewise, "spark", str(self.file), "--checkpoint", str(self.checkpoint),
-                                   "--once", *flags], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                                  preexec_fn=die_with_parent)
-        if done.returncode != 0:
-            print(f"showcase: the Spark job failed; its log:\n{self.log.read_text(errors='replace')[-3000:]}",
-                  file=sys.stderr)
-        return done.returncode == 0
-
-
-def hub_pipeline_file(url: str) -> dict[str, Any]:
-    """live.yaml's `cells` pipeline as a Spark job: it reads the daemon's spool, and its sinks are the daemon's
-    channel HUB_CHANNEL (a live sink with `url:`) and out/showcase/hub.db. Written into the run folder, so its
-    relative paths are there."""
-    edge = yaml.safe_load((ROOT / CITIES["helsinki"].pipeline).read_text())
-    cells = next(p for p in edge["pipelines"] if p["id"] == "cells")
-    return {
-        "version": 1, "name": "hsl-hub", "event_time": edge["event_time"],
-        # declared, not typed from a sample: the first run's segments would pin the types for later runs, and a
-        # speed of exactly 0 early on would make `spd` BIGINT (docs/spark.md: types from a sample)
-        "sources": [{"id": "spool", "type": "file", "path": "spool", "schema": HUB_SCHEMA}],
-        "pipelines": [cells],
-        "sinks": [{"id": "map-cells", "type": "live", "channel": HUB_CHANNEL, "url": url},
-                  {"id": "cells-db", "type": "sqlite", "path": "hub.db", "table": "cells"}],
-    }
-
-
-def wait_sealed(spool: Path, timeout: float = 30) -> None:
-    """Until the daemon's spool has no segment being written (its worker seals one at each commit)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(spool.glob("*.open")):
-        time.sleep(0.2)
-
 
 def compare_cells(edge_db: Path, hub_db: Path) -> str:
-    """The edge's and Spark's cell results, record by record (numbers by value: docs/spark.md)."""
+    """The edge's and Spark's cell results, by cell and window, record by record (numbers by value: docs/spark.md;
+    their ids differ: each names its own window step)."""
     from edgewise.engine.spark.fixtures import by_value
 
     def rows(path: Path) -> dict[str, Any]:
         with contextlib.closing(sqlite3.connect(path)) as db:
-            return {i: by_value(orjson.loads(p)) for i, p in db.execute("SELECT id, payload FROM cells")}
+            records = [by_value(orjson.loads(p)) for (p,) in db.execute("SELECT payload FROM cells")]
+        return {f"{r['cell']} {r['window_start']}": r for r in records}
 
     edge, hub = rows(edge_db), rows(hub_db)
     differ = sorted(i for i in edge.keys() | hub.keys() if edge.get(i) != hub.get(i))

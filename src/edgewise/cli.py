@@ -152,6 +152,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     run.add_argument("input", nargs="?", help="NDJSON input file, or '-' for stdin (replaces declared sources)")
     run.add_argument("--pipeline", dest="only", action="append", metavar="ID",
                      help="run only this pipeline (repeatable)")
+    run.add_argument("--part", choices=["all", "edge", "hub"], default="all",
+                     help="of a file with split pipelines (hub_from, placement): all of it (the default, the "
+                     "reference), only what the edge runs (into the link), or only the hub's part (from the link)")
     run.add_argument("--batch-size", type=int, default=1024, help="events per batch (default 1024)")
     run.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     run.add_argument("--commit-interval", type=float, default=1.0, metavar="SECONDS",
@@ -204,7 +207,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         "  edgewise spark pipeline.yaml --checkpoint ./ck            run until stopped (Ctrl-C)\n"
         "  edgewise spark pipeline.yaml --checkpoint ./ck --once     process what is there, flush windows, stop\n"
         "  edgewise spark pipeline.yaml --checkpoint ./ck --once --keep-open   the same, hourly on growing input\n"
-        "  spark-submit --master spark://host:7077 $(which edgewise) spark pipeline.yaml --checkpoint hdfs:///ck\n"
+        "  edgewise spark pipeline.yaml --master spark://host:7077 --python-env env.tar.gz --checkpoint /shared/ck\n"
+        "  $(edgewise spark pipeline.yaml --master spark://host:7077 --checkpoint /shared/ck --print-submit)\n"
+        "                                    the same through spark-submit (docs/deploy.md)\n"
         "\n"
         "The first run on an install records the classes Spark's JVM loads; a background helper then archives them\n"
         "(~200 MB in ~/.cache/edgewise, or $EDGEWISE_CACHE_DIR) and later runs start ~4 s sooner.\n"
@@ -234,6 +239,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                        help="extra Spark configuration (repeatable), e.g. spark.sql.shuffle.partitions=8; Java options "
                             "(spark.driver.extraJavaOptions) are added to edgewise's")
+    spark.add_argument("--python-env", metavar="ARCHIVE",
+                       help="a packed Python environment with edgewise (venv-pack; docs/deploy.md): shipped to the "
+                       "executors, which run their Python from it instead of the driver's interpreter")
+    spark.add_argument("--print-submit", action="store_true",
+                       help="print the spark-submit command that runs this job (its Python entry file, the pipeline "
+                       "and checkpoint as absolute paths, these options) instead of running it")
     spark.set_defaults(handler=cmd_spark)
 
     schema = sub.add_parser("schema", help="print the JSON Schema of pipeline files (for editors)")
@@ -420,9 +431,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from edgewise.config import BuildContext, load
     from edgewise.engine.idle import unused_idle_timeouts
     from edgewise.engine.local import LocalEngine
+    from edgewise.placement import part
     from edgewise.sources.stdin import StdinConfig, StdinSource
 
-    plan = load(args.pipeline)
+    plan = part(load(args.pipeline), args.part)
     for note in unused_idle_timeouts(plan.sources, "command mode"):
         print(f"edgewise: note: {note}", file=sys.stderr)
     sources = _given_or_declared_sources(plan, args.input) or [StdinSource(StdinConfig(id="stdin"),
@@ -545,6 +557,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
             print(exc.render(), file=sys.stderr)
             status = EXIT_CONFIG
             continue
+        try:
+            from edgewise.placement import check_hub
+
+            check_hub(plan)
+        except ConfigError as exc:
+            print(exc.render(), file=sys.stderr)
+            status = EXIT_CONFIG
+            continue
         steps = sum(len(p.steps) for p in plan.pipelines)
         print(f"{path}: ok ({count(len(plan.pipelines), 'pipeline')}, {count(steps, 'step')}, "
               f"{count(len(plan.sources), 'source')}, {count(len(plan.sinks), 'sink')})")
@@ -553,6 +573,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from edgewise.config import load
+    from edgewise.placement import explain as explain_placement
+    from edgewise.placement import hub_to_run
 
     plan = load(args.pipeline)
     if args.engine == "local":
@@ -562,7 +584,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         fused = explain_head(plan)
         if fused is not None:
             print(fused)
+        placement = explain_placement(plan)
+        if placement:
+            print(placement)
         return EXIT_OK
+    plan = hub_to_run(plan)  # a split file's Spark plan is its hub's
     import tempfile
 
     from edgewise.engine.spark.job import SparkJob, SparkOptions
@@ -588,12 +614,68 @@ def cmd_spark(args: argparse.Namespace) -> int:
 
     if args.keep_open and not args.once:
         raise ConfigError("--keep-open goes with --once (a continuous job keeps its windows open anyway)")
-    plan = load(args.pipeline)
+    if args.print_submit:
+        print(submit_command(args))
+        return EXIT_OK
+    from edgewise.placement import hub_to_run
+
+    plan = hub_to_run(load(args.pipeline))  # of a file with split pipelines, the hub's part
     check_plan(plan)  # before the JVM starts: what Spark cannot read is refused at its file and line
     for note in unused_idle_timeouts(plan.sources, "Spark"):
         print(f"edgewise: note: {note}", file=sys.stderr)
     with quiet_stderr(not args.verbose) as terminal, StatusLine(None if args.quiet else terminal) as status:
         return _spark(args, plan, status)
+
+
+PYTHON_ENV = "edgewise-env"
+"""Where an executor unpacks ``--python-env`` (the archive's name in its working directory)."""
+
+
+def python_env_conf(archive: str) -> dict[str, str]:
+    """The Spark settings that ship a packed environment to the executors and run their Python from it."""
+    return {"spark.archives": f"{os.path.abspath(archive)}#{PYTHON_ENV}",
+            "spark.pyspark.python": f"./{PYTHON_ENV}/bin/python"}
+
+
+def submit_command(args: argparse.Namespace) -> str:
+    """The spark-submit command line running ``edgewise spark`` with ``args`` (``--print-submit``)."""
+    import shlex
+    import shutil
+
+    from edgewise.engine.spark import submit
+
+    command = [shutil.which("spark-submit") or _pyspark_submit() or "spark-submit"]
+    if args.master:
+        command += ["--master", args.master]
+    if args.python_env:
+        conf = python_env_conf(args.python_env)
+        command += ["--archives", conf["spark.archives"],
+                    "--conf", f"spark.pyspark.python={conf['spark.pyspark.python']}"]
+    for item in args.conf:
+        command += ["--conf", item]
+    command += [os.path.abspath(submit.__file__), os.path.abspath(args.pipeline),
+                "--checkpoint", os.path.abspath(args.checkpoint)]
+    for flag in ("once", "keep_open", "quiet", "verbose"):
+        if getattr(args, flag):
+            command.append("--" + flag.replace("_", "-"))
+    for only in args.only or []:
+        command += ["--pipeline", only]
+    if args.max_files_per_trigger is not None:
+        command += ["--max-files-per-trigger", str(args.max_files_per_trigger)]
+    if args.trigger:
+        command += ["--trigger", str(args.trigger)]
+    return shlex.join(command)
+
+
+def _pyspark_submit() -> str | None:
+    """PySpark's own spark-submit, where PySpark is installed (a virtualenv's bin may not be on PATH)."""
+    import importlib.util
+
+    found = importlib.util.find_spec("pyspark")
+    if found is None or found.origin is None:
+        return None
+    path = os.path.join(os.path.dirname(found.origin), "bin", "spark-submit")
+    return path if os.path.exists(path) else None
 
 
 def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
@@ -609,6 +691,10 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
         if not sep:
             raise ConfigError(f"--conf {item!r}: expected KEY=VALUE")
         conf[key] = value
+    if args.python_env:
+        if not os.path.isfile(args.python_env):
+            raise ConfigError(f"--python-env {args.python_env}: no such file (a packed environment: docs/deploy.md)")
+        conf = python_env_conf(args.python_env) | conf
     check_plan(plan)  # what Spark cannot read or run is refused before its JVM starts
     status.show("starting Spark")
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf,

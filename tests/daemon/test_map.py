@@ -90,7 +90,8 @@ def test_the_map_during_a_replay_of_the_hsl_recordings_matches_a_batch_computati
     length + 5 s)."""
     text = (ROOT / "examples" / "hsl" / "live.yaml").read_text()
     text = text.replace("../../out/showcase/hsl.db", str(tmp_path / "hsl.db"))
-    text = text.replace("../../out/showcase/spool", str(tmp_path / "spool"))
+    text = text.replace("../../out/showcase/hub.db", str(tmp_path / "hub.db"))
+    text = text.replace("../../out/showcase/link", str(tmp_path / "link"))
     assert "../../out" not in text  # a test never writes into the repository's out/
     text = text.replace("idle_timeout: 5s", "idle_timeout: 0")  # event time stays at the last message's
     d = start_daemon(text)

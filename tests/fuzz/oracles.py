@@ -15,17 +15,21 @@ import io
 import os
 import tempfile
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from edgewise.clock import FakeClock
 from edgewise.config import BuildContext, load_text_plan
+from edgewise.config.plan import Plan
 from edgewise.engine.local import STDOUT, LocalEngine
 from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.jsonio import dumps
+from edgewise.placement import LINK, edge_plan, hub_to_run
 from edgewise.testing import CRASH, ListSink, run
 from tests.fuzz.generate import Case
 
@@ -70,9 +74,10 @@ def _keyed(route: str, pairs: list[tuple[str, Any]], id_of: IdOf) -> Counter[str
     return Counter(canonical(r) for _, r in pairs)
 
 
-def _local_outputs(case: Case, directory: Path, id_of: IdOf = None) -> Outputs:
-    plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
-    sinks = {sid: ListSink(sid) for sid in plan.sinks}
+def _local_outputs(case: Case, directory: Path, id_of: IdOf = None, plan: Plan | None = None) -> Outputs:
+    if plan is None:
+        plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
+    sinks = {sid: ListSink(sid) for sid in plan.sinks if not sid.startswith(LINK)}
     sinks[STDOUT] = ListSink(STDOUT)
     engine = LocalEngine(plan, clock=FakeClock(NOW_US), sinks=dict(sinks), stdout=io.BytesIO(), errors=io.StringIO())
     failed: list[tuple[str, Any]] = []
@@ -90,10 +95,11 @@ def _local_outputs(case: Case, directory: Path, id_of: IdOf = None) -> Outputs:
     return out
 
 
-def _spark_outputs(spark: Any, case: Case, directory: Path, id_of: IdOf = None) -> Outputs:
+def _spark_outputs(spark: Any, case: Case, directory: Path, id_of: IdOf = None, plan: Plan | None = None) -> Outputs:
     from edgewise.engine.spark.job import SparkJob, SparkOptions
 
-    plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
+    if plan is None:
+        plan = load_text_plan(case.pipeline_text(), file=str(directory / "pipeline.yaml"), base_dir=str(directory))
     got: dict[str, list[tuple[str, Any]]] = {}
 
     def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
@@ -142,6 +148,59 @@ def local_vs_spark(spark: Any, case: Case) -> list[str]:
         except SparkJobFailed as exc:  # the local engine ran it: a query that fails is a difference
             return [f"the Spark query failed, the local engine did not: {str(exc)[:600]}"]
     return _differences(local, remote, "local", "spark")
+
+
+def split_vs_whole(case: Case, at: int | None, spark: Any = None) -> list[str]:
+    """The split oracle (issue 38): the pipeline split before step ``at`` (``hub_from``; None: ``placement:
+    auto``), its edge part run on the local engine into a spool link of several segments, then its hub part from
+    the link (on the local engine, or on Spark given a session), against the whole pipeline on the local engine.
+    Sinks the edge writes and those the hub writes are counted together; events that failed a step with
+    ``on_error: fail`` by step and error class (the hub reports an event as the link carried it: only the fields
+    it reads)."""
+    with tempfile.TemporaryDirectory(prefix="edgewise-split-") as tmp:
+        directory = Path(tmp)
+        _spool(case, directory)
+        whole = _local_outputs(case, directory)
+        doc = case.pipeline()
+        if at is None:
+            doc["pipelines"][0]["placement"] = "auto"
+        else:
+            doc["pipelines"][0]["hub_from"] = next(iter(case.steps[at].values()))["id"]
+        doc["link"] = {"type": "spool", "path": "link"}
+        text = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
+        plan = load_text_plan(text, file=str(directory / "split.yaml"), base_dir=str(directory))
+        edge = edge_plan(plan)
+        # a few events per segment: the hub reads the link over several segments (and micro-batches)
+        edge = replace(edge, sinks={k: v.model_copy(update={"max_events": 3}) if k.startswith(LINK) else v
+                                    for k, v in edge.sinks.items()})
+        outputs = [_local_outputs(case, directory, plan=edge)]
+        hub = hub_to_run(plan, spark=spark is not None)
+        if hub is not plan:
+            if spark is None:
+                outputs.append(_local_outputs(case, directory, plan=hub))
+            else:
+                from pyspark.errors import AnalysisException
+
+                from edgewise.engine.spark.job import SparkJobFailed
+
+                try:
+                    outputs.append(_spark_outputs(spark, case, directory, plan=hub))
+                except AnalysisException as exc:
+                    first = str(exc).splitlines()[0]
+                    if not first.startswith("[DATATYPE_MISMATCH"):
+                        return [f"Spark refused the hub's query: {first[:600]}"]
+                    raise Rejected(first) from exc
+                except SparkJobFailed as exc:  # the whole pipeline ran locally: a hub that fails is a difference
+                    return [f"the hub's Spark query failed: {str(exc)[:600]}"]
+    split: Outputs = {}
+    for out in outputs:
+        for route, records in out.items():
+            split[route] = split.get(route, Counter()) + records
+    for out in (whole, split):
+        failed = out.get(FAILED, Counter())
+        out[FAILED] = Counter(canonical({"step": orjson.loads(k).get("step"), "type": orjson.loads(k).get("type")})
+                              for k in failed.elements())
+    return _differences(whole, split, "whole", "edge+hub")
 
 
 def _differences(a: Outputs, b: Outputs, a_name: str, b_name: str) -> list[str]:

@@ -1,7 +1,8 @@
 """The pipeline fuzzer as a long soak: ``make fuzz`` (or ``python -m tests.fuzz.soak --minutes 30``).
 
 Runs the oracles of ``oracles.py`` (``crash``, ``batch``, ``spark``; ``partitions``: ``serve --workers N``'s
-partitioned workers against one), of ``reference.py`` (``reference``: the
+partitioned workers against one; ``split``/``spark-split``: a pipeline's edge part then its hub part, on the local
+engine or Spark, against the whole pipeline), of ``reference.py`` (``reference``: the
 reference interpreter against the local engine; ``spark-reference``: against Spark too) and of ``queue_model.py``
 (``queue``: the daemon's durable queue against its model, over generated histories) over freshly generated
 pipelines and events, each oracle in turn for an equal slice of time (``--slice``), with a new random seed per
@@ -36,18 +37,21 @@ from tests.fuzz.oracles import (
     crashed_vs_uninterrupted,
     local_vs_spark,
     partitioned_vs_one,
+    split_vs_whole,
 )
 from tests.fuzz.queue_model import queue_ops, queue_vs_model
 from tests.fuzz.reference import reference_cases, reference_vs_engines
 
-ORACLES = ("crash", "batch", "reference", "queue", "partitions", "spark", "spark-reference")
+ORACLES = ("crash", "batch", "reference", "queue", "partitions", "split", "spark", "spark-reference", "spark-split")
 SPARK_EXAMPLES_PER_SESSION = 40
 """Spark examples run in one session before the soak starts a fresh one."""
 
 
 class Found(AssertionError):
-    def __init__(self, oracle: str, case: Case, problems: list[str]) -> None:
+    def __init__(self, oracle: str, case: Case, problems: list[str], extra: dict[str, Any] | None = None) -> None:
         self.oracle, self.case, self.problems = oracle, case, problems
+        self.extra = extra or {}
+        """Kept with the case: what else the oracle drew (the split oracle's ``split_at``)."""
         super().__init__(f"{oracle}: {problems}")
 
 
@@ -115,6 +119,22 @@ def _round(oracle: str, seed: int, examples: int, counts: Counter[str], spark: A
             if problems:
                 last["found"] = FoundInQueue(ops, problems)
                 raise last["found"]
+    elif oracle in ("split", "spark-split"):
+        @config
+        @given(case=cases(spark=oracle == "spark-split", max_steps=3 if oracle == "spark-split" else 4),
+               data=st.data())
+        def prop(case: Case, data: st.DataObject) -> None:
+            counts[oracle] += 1
+            at = data.draw(st.one_of(st.none(), st.integers(0, len(case.steps) - 1)))
+            try:
+                problems = split_vs_whole(case, at, spark if oracle == "spark-split" else None)
+            except Rejected:
+                counts["spark rejected before data"] += 1
+                return
+            if problems:
+                where = "placement: auto" if at is None else f"split before step {at}"
+                last["found"] = Found(oracle, case, [*problems, where], {"split_at": "auto" if at is None else at})
+                raise last["found"]
     else:
         @config
         @given(case=cases(spark=True, max_steps=3))
@@ -161,6 +181,7 @@ def keep(found: Found | FoundInQueue, directory: Path) -> Path:
     text = found.case.fixture_text(f"found by the {found.oracle} oracle")
     doc = yaml.safe_load(text)
     doc["oracle"] = found.oracle
+    doc.update(found.extra)
     body = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)
     path = directory / f"{found.oracle}-{hashlib.sha1(body.encode()).hexdigest()[:10]}.yaml"
     path.write_text("# " + "\n# ".join(found.problems) + "\n" + body, encoding="utf-8")

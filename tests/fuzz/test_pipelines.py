@@ -25,6 +25,7 @@ from tests.fuzz.oracles import (
     batch_oracle_applies,
     crashed_vs_uninterrupted,
     partitioned_vs_one,
+    split_vs_whole,
 )
 from tests.fuzz.reference import reference_applies, reference_cases, reference_vs_engines
 
@@ -46,6 +47,12 @@ def known_defects() -> dict[str, str]:
         if known:
             out[path.name] = str(known)
     return out
+
+
+def split_at(name: str) -> int | None:
+    """Where the split oracle cut a kept case's pipeline (``split_at``: a step's index, or auto: None)."""
+    at = yaml.safe_load((CASES / name).read_text(encoding="utf-8")).get("split_at", "auto")
+    return None if at == "auto" else int(at)
 
 
 def kept_cases() -> list[tuple[str, Case, str]]:
@@ -81,6 +88,16 @@ def test_partitioned_workers_give_what_one_worker_gives(case: Case, workers: int
     assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
 
 
+@budget(100)
+@given(case=cases(), data=st.data())
+def test_an_edge_then_its_hub_equal_the_whole_pipeline(case: Case, data: st.DataObject) -> None:
+    """Issue 38: split at a random step (or ``placement: auto``), the edge's part into a spool link, then the hub's
+    part from it, give what the whole pipeline gives (``oracles.split_vs_whole``)."""
+    at = data.draw(st.one_of(st.none(), st.integers(0, len(case.steps) - 1)), label="split before step")
+    problems = split_vs_whole(case, at)
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
+
+
 @budget(200)
 @given(case=batch_cases())
 def test_windows_and_aggregates_equal_a_batch_computation(case: Case) -> None:
@@ -92,6 +109,8 @@ def test_windows_and_aggregates_equal_a_batch_computation(case: Case) -> None:
 def test_kept_failures_stay_fixed_locally(name: str, case: Case, oracle: str) -> None:
     """The local oracles on every kept case (``tests/spark/test_pipeline_fuzz.py`` replays them on Spark)."""
     assert not crashed_vs_uninterrupted(case, [1, 3], 2), name
+    if oracle in ("split", "spark-split"):
+        assert not split_vs_whole(case, split_at(name)), name
     if batch_oracle_applies(case):
         assert not batch_computation(case), name
     if reference_applies(case):

@@ -345,6 +345,17 @@ def test_pinned_difference_static_types(spark: Any, tmp_path: Path) -> None:
         _spark(spark, text, tmp_path)
 
 
+def test_pmod_of_a_negative_fraction_has_room_for_its_result(spark: Any, tmp_path: Path) -> None:
+    """pmod(-0.25, 3) is 2.75: Spark typed it DECIMAL(2,2), which cannot hold it, and the query failed (the split
+    oracle found it in `pmod(pmod(negative(0.25), 3), 3) < 4`, issue 38)."""
+    _spool(tmp_path, ['{"k":1,"x":-7}'])
+    text = SPOOL + """
+      - annotate: {id: a, set: {p: "pmod(pmod(negative(0.25), 3), 3)", q: "pmod(x, 2.5)", r: "pmod(x, 3)"}}
+"""
+    for engine in (_local(text, tmp_path), _spark(spark, text, tmp_path)):
+        assert [(r["p"], r["q"], r["r"]) for r in engine.values()] == [(2.75, 0.5, 2)]
+
+
 def test_text_beside_a_null_operand_must_still_be_a_number(spark: Any, tmp_path: Path) -> None:
     """`t + d` with a text `t` that is not a number and `d` NULL: Spark casts `t` before it looks at values, and the
     event fails; so does it locally now (it was NULL: a pinned difference until the soak of 194e062 met it in

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.fuzz.generate import Case, cases
-from tests.fuzz.oracles import Rejected, local_vs_spark
+from tests.fuzz.oracles import Rejected, local_vs_spark, split_vs_whole
 from tests.fuzz.reference import reference, reference_applies, reference_cases, reference_vs_engines
-from tests.fuzz.test_pipelines import budget, kept_cases, known_defects
+from tests.fuzz.test_pipelines import budget, kept_cases, known_defects, split_at
 
 
 @budget(6)
@@ -21,6 +22,19 @@ from tests.fuzz.test_pipelines import budget, kept_cases, known_defects
 def test_local_engine_and_spark_agree(spark: Any, case: Case) -> None:
     try:
         problems = local_vs_spark(spark, case)
+    except Rejected:
+        return
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
+
+
+@budget(4)
+@given(case=cases(spark=True, max_steps=3), data=st.data())
+def test_an_edge_then_a_spark_hub_equal_the_whole_pipeline(spark: Any, case: Case, data: st.DataObject) -> None:
+    """Issue 38 on Spark: the edge's part (local) into a spool link of several segments, the hub's part on Spark
+    from it (a segment per micro-batch where the case says so), against the whole pipeline on the local engine."""
+    at = data.draw(st.one_of(st.none(), st.integers(0, len(case.steps) - 1)), label="split before step")
+    try:
+        problems = split_vs_whole(case, at, spark)
     except Rejected:
         return
     assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
@@ -36,7 +50,7 @@ def test_both_engines_equal_the_reference_interpreter(spark: Any, case: Case) ->
 SPARK_CASES = [
     pytest.param(*c, id=c[0], marks=[pytest.mark.xfail(strict=True, reason=f"known defect: {known_defects()[c[0]]}")]
                  if c[0] in known_defects() else [])
-    for c in kept_cases() if c[2] in ("all", "spark", "reference", "spark-reference")
+    for c in kept_cases() if c[2] in ("all", "spark", "reference", "spark-reference", "spark-split")
     # a reference case holds only what both engines promise (reference.reference_applies): its steps at on_error:
     # fail meet no failing event
     and (c[1].for_spark or (c[2] in ("reference", "spark-reference") and reference_applies(c[1])))]
@@ -46,6 +60,8 @@ SPARK_CASES = [
 def test_kept_failures_stay_fixed_on_spark(spark: Any, name: str, case: Case, oracle: str) -> None:
     if oracle in ("reference", "spark-reference"):  # found by the reference interpreter: both engines against it
         assert not reference_vs_engines(case, spark), name
+    elif oracle == "spark-split":
+        assert not split_vs_whole(case, split_at(name), spark), name
     else:
         assert not local_vs_spark(spark, case), name
 

@@ -1,9 +1,10 @@
-"""`make run-hub`: the showcase with its `cells` pipeline also on Spark (examples/showcase.py --city helsinki
---hub). While the replay runs, `edgewise spark --once --keep-open` reads the segments the edge daemon has sealed,
-again and again on one checkpoint, and after it one `--once` closes the last windows; the runs post their cell
-results to the daemon's live channel `hub-cells`. Spark's cells, over all the runs, must equal a plain batch
-computation over the same lines and the edge's own, and the map's channel must have received every one of them.
-Runs in a copy of the tree."""
+"""`make run-hub`: the showcase with live.yaml's `hub-cells` pipeline split between the edge daemon and a hub
+(examples/showcase.py --city helsinki --hub; issue 38). One file: `edgewise serve live.yaml` runs the steps before
+the window and writes the link, one continuous `edgewise spark live.yaml` runs the window from it and posts its
+cells to the daemon's live channel `hub-cells`. After the replay the edge's idle source writes heartbeats into the
+link, which close the hub's last windows (no closing run); SIGTERM then stops the job. Spark's cells must equal a
+plain batch computation over the same lines and the edge's own, and the map's channel must have received every
+one of them. Runs in a copy of the tree."""
 
 from __future__ import annotations
 
@@ -46,16 +47,20 @@ def test_make_run_hub_puts_sparks_cells_on_the_same_map(spark: object, tmp_path:
     oracle = cells(positions())
     assert _cells(run_dir / "hub.db") == oracle == _cells(run_dir / "hsl.db")
     assert f"Spark's {len(oracle)} cell results equal the edge's" in done.stdout
-    # every cell reached the map's channel; a micro-batch the SIGTERM cut short is run again by the closing run,
-    # and the live channel (a view, not a store) then gets its cells twice: the map keeps the newest per cell
+    # every cell reached the map's channel (a view: a micro-batch Spark runs again posts its cells again)
     posted = re.search(rf"\({len(oracle)} rows in table cells\); (\d+) to the map", done.stdout)
     assert posted and int(posted.group(1)) >= len(oracle), done.stdout
-    # one continuous job whose cells reach the map while the replay runs, stopped by SIGTERM, then the closing run
+    # one continuous job, from the same file, whose cells reach the map while the replay runs; the last windows
+    # closed by the edge's heartbeats, not by a closing run; then stopped by SIGTERM
     assert "Spark's first cell results are on the map during the replay" in done.stdout
-    assert "the continuous job stopped on SIGTERM" in done.stdout
+    assert "the hub stopped on SIGTERM" in done.stdout
     assert log.count("stopped on SIGTERM; the next run resumes from the checkpoint") == 1
-    assert log.count("edgewise: done:") == 2  # the continuous job's and the closing run's, on one checkpoint
+    assert log.count("edgewise: done:") == 1
     assert "Traceback" not in log and "Exception" not in log, log[-3000:]
+    assert not (run_dir / "hub.yaml").exists()
+    beats = [json.loads(line) for f in (run_dir / "link" / "hub-cells").glob("*.ndjson")
+             for line in f.read_text().splitlines() if '"~heartbeat"' in line]
+    assert beats, "the idle edge wrote no heartbeat into the link"
     # a local master's queries run as many shuffle partitions as it has cores, not Spark's 200 (issue 17)
     assert _shuffle_partitions(run_dir / "hub-checkpoint") == {str(os.cpu_count())}
 

@@ -82,6 +82,10 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
     problems.extend(_check_ids(doc, top, sources, sinks, step_configs))
     problems.extend(_check_references(doc, top, sinks, step_configs, sink_ids))
     problems.extend(_check_stores(doc, step_configs, set(stores)))
+    from edgewise.placement import placement_problems
+
+    problems.extend(placement_problems(doc, top, [[cfg.id for _, _, cfg in entries] for entries in step_configs],
+                                       sink_ids))
     if problems:
         raise ConfigError.of(problems)
 
@@ -94,7 +98,7 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
                 steps.append(cls.from_config(config, ctx))
             except ConfigError as exc:
                 problems.append(ConfigError(exc.message, doc.locate((*path, kind))))
-        pipelines.append(PipelinePlan(pipeline.id, steps, list(pipeline.to), pipeline.description))
+        pipelines.append(PipelinePlan(pipeline.id, steps, list(pipeline.to), pipeline.description, position=pi))
     if problems:
         raise ConfigError.of(problems)
     return Plan(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 from edgewise.durations import Duration
 from edgewise.errors import ConfigError
@@ -140,6 +140,42 @@ class PipelineConfig(Model):
     steps: list[Any] = Field(default_factory=list, description="steps, each a one-key map: "
                                         "`- filter: {id: ..., where: ...}`")
     to: list[str] = Field(default_factory=list, description="sink ids; without any, results go to stdout")
+    hub_from: Id | None = Field(
+        None, description="the id of one of this pipeline's steps: it and the steps after it (and `to`) run at the "
+        "hub (`edgewise spark`), the steps before it at the edge (`edgewise serve`), the `link` between them; "
+        "`edgewise run` runs it all (docs/placement.md)")
+    placement: Literal["auto"] | None = Field(
+        None, description="auto: the stateless steps before the first stateful one run at the edge, the rest at "
+        "the hub (as `hub_from` that step); a pipeline without a stateful step runs at the edge")
+
+    @model_validator(mode="after")
+    def _one_placement(self) -> PipelineConfig:
+        if self.hub_from is not None and self.placement is not None:
+            raise ValueError("give either `hub_from` (a step id) or `placement: auto`, not both")
+        return self
+
+
+class SpoolLinkConfig(Model):
+    """The link as a directory of sealed NDJSON segments, one folder per split pipeline."""
+
+    type: Literal["spool"] = "spool"
+    path: str = Field("edgewise-link", description="the link's directory, relative to the pipeline file; the edge "
+                      "writes it, the hub reads it (shared storage where they are different machines)")
+    max_age: Duration = Field(1_000_000, description="seal a segment this long after its first event at the "
+                              "latest (a daemon also seals at each commit): how long the hub may wait for an event")
+
+
+class NatsLinkConfig(Model):
+    """The link as a JetStream stream; each split pipeline publishes on ``<subject>.<pipeline id>``."""
+
+    type: Literal["nats"]
+    url: str = Field("nats://127.0.0.1:4222", description="server URL")
+    stream: str = Field(min_length=1, description="the JetStream stream (it must capture `<subject>.>`)")
+    subject: str = Field(min_length=1, description="the subjects' prefix: a pipeline's events go to "
+                         "`<subject>.<pipeline id>`")
+
+
+LinkConfig = Annotated[SpoolLinkConfig | NatsLinkConfig, Field(discriminator="type")]
 
 
 class PipelineFileConfig(Model):
@@ -158,3 +194,6 @@ class PipelineFileConfig(Model):
         "state is kept in memory only")
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the pipelines; every event enters each")
     sinks: list[dict[str, Any]] = Field(default_factory=list, description="where results go")
+    link: LinkConfig | None = Field(
+        None, description="what carries events from the edge to the hub where a pipeline is split (`hub_from`, "
+        "`placement`): {type: spool, path: DIR} (the default) or {type: nats, url, stream, subject}")

@@ -24,6 +24,19 @@ class PipelinePlan:
     steps: list[Step]
     to: list[str]
     description: str | None = None
+    position: int = 0
+    """The pipeline's place in the file's ``pipelines:`` (errors found after loading are located with it)."""
+    first_step: int = 0
+    """The file's index of ``steps[0]``: a hub's part of a split pipeline starts at its ``hub_from`` step."""
+    sources: frozenset[str] | None = None
+    """The sources whose events enter this pipeline; None: every source (a hub reads each pipeline's own link)."""
+
+    def step_path(self, index: int) -> tuple[str | int, ...]:
+        """Where ``steps[index]`` is in the file (``("pipelines", 1, "steps", 3)``)."""
+        return ("pipelines", self.position, "steps", self.first_step + index)
+
+    def reads(self, source_id: str) -> bool:
+        return self.sources is None or source_id in self.sources
 
 
 @dataclass(frozen=True)

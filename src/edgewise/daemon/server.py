@@ -35,6 +35,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import IO, Any
 
+import orjson
+
 from edgewise.config import BuildContext, load_document
 from edgewise.config.plan import Plan
 from edgewise.config.yamlpos import load_text
@@ -114,11 +116,30 @@ class PipelineSpec:
     plan: Plan
 
 
+def say_edge_address(plan: Plan, url: str) -> None:
+    """Where the file splits pipelines over a spool link: the daemon's address, into the link's folder, where the
+    hub's ``live`` sinks find the pages to post to (``placement.edge_address_file``). Written whole, then renamed."""
+    from edgewise.placement import edge_address_file
+
+    path = edge_address_file(plan)
+    if path is None:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    host = "127.0.0.1" if url.split("://")[1].startswith(("0.0.0.0:", "[::]:")) else None
+    if host is not None:  # listening on every address: this machine's own is one the hub (here) can reach
+        url = f"{url.split('://')[0]}://{host}:{url.rsplit(':', 1)[1]}"
+    with open(path + ".tmp", "wb") as fh:
+        fh.write(orjson.dumps({"url": url}))
+    os.replace(path + ".tmp", path)
+
+
 def load_spec(path: str, workers: int = 1) -> PipelineSpec:
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     base_dir = os.path.dirname(os.path.abspath(path))
-    plan = load_document(load_text(text, path), base_dir=base_dir)
+    from edgewise.placement import edge_plan
+
+    plan = edge_plan(load_document(load_text(text, path), base_dir=base_dir))  # split pipelines: the edge's part
     for s in plan.sources:
         if s.type not in DAEMON_SOURCE_TYPES:
             raise ConfigError(f"source {s.id}: type {s.type} is read by `edgewise run`; the daemon takes "
@@ -302,8 +323,10 @@ class Daemon:
         if serving.done():
             serving.result()
         scheme = "https" if self.options.tls_cert else "http"
-        self.log("listening", url=f"{scheme}://{self.options.host}:{self.port}", data_dir=self.data_dir,
+        url = f"{scheme}://{self.options.host}:{self.port}"
+        self.log("listening", url=url, data_dir=self.data_dir,
                  mode="stateless" if self.options.stateless else "persistent", pid=os.getpid())
+        say_edge_address(self.spec.plan, url)
         refresher = loop.create_task(self._refresh_loop())
         # everything loaded so far (plan, parsers, libraries) lives as long as the daemon: keep it out of the
         # garbage collector's full collections, which would otherwise pause replies for tens of milliseconds

@@ -374,9 +374,11 @@ def worker_process(options: WorkerOptions, control: Connection, parent: int) -> 
     from edgewise.config import load_document
     from edgewise.config.yamlpos import load_text
     from edgewise.daemon.partitioned import PartitionedWorker, SinkDown
+    from edgewise.placement import edge_plan
 
     try:  # the text the daemon validated, even if the file has changed again since
-        plan = load_document(load_text(options.pipeline_text, options.pipeline_file), base_dir=options.base_dir)
+        plan = edge_plan(load_document(load_text(options.pipeline_text, options.pipeline_file),
+                                       base_dir=options.base_dir))
         kind = PartitionedWorker if options.partitioned else Worker
         worker = kind(plan, options, QueueReader(queue_path(options.data_dir)),
                       live=lambda channel, records: control.send(("live", channel, records)))

@@ -36,7 +36,7 @@ from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import LivePublisher, Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
-from edgewise.sources.base import Source, SourceContext, new_run_id
+from edgewise.sources.base import Heartbeat, Source, SourceContext, new_run_id
 from edgewise.state import StateStore
 from edgewise.steps.stateful import StatefulStep
 from edgewise.wording import count
@@ -81,6 +81,8 @@ class LocalEngine:
         chosen = plan.pipelines if pipelines is None else [plan.pipeline(p) for p in pipelines]
         self.pipelines: list[Pipeline] = [(p.id, [GuardedStep(s, p.id) for s in p.steps], p.to or [STDOUT])
                                           for p in chosen]
+        self.feeds = {p.id: p.sources for p in chosen if p.sources is not None}
+        """The pipelines only some sources feed (a hub's, each reading its link), with those sources."""
         build = BuildContext(base_dir=".")
         overrides = sinks or {}
         self.sinks: dict[str, Sink] = {}
@@ -152,7 +154,9 @@ class LocalEngine:
         """Run every pipeline on the batch and deliver the results; returns them by pipeline id. A fused head's
         batch (only made where there is one pipeline) goes on after the steps it went through."""
         start = batch.steps if isinstance(batch, HeadBatch) else 0
-        return {pipeline[0]: self._continue(pipeline, start, batch) for pipeline in self.pipelines}
+        feeds = self.feeds
+        return {pipeline[0]: self._continue(pipeline, start, batch) for pipeline in self.pipelines
+                if not feeds or pipeline[0] not in feeds or batch.source in feeds[pipeline[0]]}
 
     def _continue(self, pipeline: Pipeline, start: int, batch: Batch) -> Batch:
         """Run ``batch`` through the pipeline's steps from ``start`` on and deliver what comes out."""
@@ -194,6 +198,24 @@ class LocalEngine:
                 if closed is not None and len(closed):
                     given += len(closed)
                     self._continue(pipeline, i + 1, closed)
+        if idle_by:  # after what the steps closed: a link's heartbeat follows the events it covers
+            for sink in self.sinks.values():
+                sink.idle(idle_by, now)
+        return given
+
+    def heartbeat(self, beat: Heartbeat) -> int:
+        """A hub's link says the edge's event time moved on while its sources were quiet: the pipelines it feeds
+        move theirs on by as much, as the edge's steps would have (``sinks/link.py``). Returns the records that
+        gave."""
+        given = 0
+        for pipeline, i, step in self._stateful():
+            feed = self.feeds.get(pipeline[0])
+            if feed is not None and beat.source not in feed:
+                continue
+            closed = step.idle(beat.advanced_us, self.ctx)
+            if closed is not None and len(closed):
+                given += len(closed)
+                self._continue(pipeline, i + 1, closed)
         return given
 
     def finish(self) -> None:
@@ -301,6 +323,9 @@ class LocalEngine:
                         new_run = new_run_id()
                         renamed = (f"{source.id}:{restored_run}:", f"{source.id}:{new_run}:")
                         self.runs[source.id] = new_run
+            if isinstance(batch, Heartbeat):
+                self.heartbeat(batch)
+                continue
             if renamed is not None:
                 batch = batch.renamed(*renamed)
             read = events_read(batch)

@@ -55,6 +55,10 @@ class Sink(ABC):
     def flush(self) -> None:  # noqa: B027  # optional hook
         """Make everything written so far durable or visible (end of input, shutdown)."""
 
+    def idle(self, advanced_us: int, now_us: int) -> None:  # noqa: B027  # optional hook
+        """Event time moved on by ``advanced_us`` while every source was quiet (``engine/idle.py``); a link
+        forwards it to its hub as a heartbeat (``sinks/link.py``)."""
+
     def close(self) -> None:  # noqa: B027  # optional hook
         """Release resources. Called once, after ``flush``, also after a failure."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import httpx
+import orjson
 from pydantic import Field
 
 from edgewise.config import BuildContext
@@ -21,7 +22,7 @@ from edgewise.durations import Duration
 from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.jsonio import dumps
-from edgewise.sinks.base import LivePublisher, Sink, SinkContext
+from edgewise.sinks.base import LivePublisher, RetryableSinkError, Sink, SinkContext
 from edgewise.sinks.http import send
 from edgewise.sinks.stdout import envelope_of
 
@@ -32,6 +33,8 @@ class LiveSinkConfig(SinkConfig):
                                 "(GET /v1/live/<channel>); default: the sink's id")
     url: str | None = Field(None, description="outside the daemon (edgewise run, Spark): the daemon to publish "
                             "to, e.g. http://127.0.0.1:8080")
+    url_file: str | None = Field(None, description="instead of url: a JSON file whose `url` is the daemon's (an "
+                                 "edge daemon writes one into its spool link, where a hub's live sinks find it)")
     batch_size: int = Field(1000, ge=1, le=100_000, description="records per request (with url)")
     timeout: Duration = Field(5_000_000, description="request timeout (with url)")
 
@@ -45,10 +48,13 @@ class LiveSink(Sink):
         super().__init__(config, ctx)
         self.channel = config.channel or config.id
         self.url = f"{config.url.rstrip('/')}/v1/live/{self.channel}" if config.url else None
+        self.base_dir = ctx.base_dir
         self._publish: LivePublisher | None = None
         self._client: httpx.Client | None = None
 
     def open(self, ctx: SinkContext) -> None:
+        if self.url is None and self.config.url_file is not None:
+            self.url = f"{self._daemon_url().rstrip('/')}/v1/live/{self.channel}"
         if self.url is not None:
             self._client = httpx.Client(timeout=self.config.timeout / 1_000_000)
         elif ctx.live is not None:
@@ -57,6 +63,18 @@ class LiveSink(Sink):
             raise SinkError(f"sink {self.id}: a live sink shows results in an edge daemon's browser pages: run "
                             "this pipeline file with `edgewise serve`, or give the sink `url:` (a running daemon, "
                             "e.g. http://127.0.0.1:8080)")
+
+    def _daemon_url(self) -> str:
+        path = BuildContext(self.base_dir).path(self.config.url_file or "")
+        try:
+            with open(path, "rb") as fh:
+                url = orjson.loads(fh.read())["url"]
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RetryableSinkError(f"sink {self.id}: no daemon address in {path} ({type(exc).__name__}: {exc}); "
+                                     "the edge daemon writes it when it starts serving") from None
+        if not isinstance(url, str):
+            raise SinkError(f"sink {self.id}: {path}: `url` is not text")
+        return url
 
     def write(self, batch: Batch) -> None:
         records = [dumps(envelope_of(batch, i)) for i in range(len(batch))]

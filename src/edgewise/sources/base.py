@@ -45,6 +45,15 @@ class SourceContext:
         (``engine/fused.py``); None: decode every line into the batch. The engine sets it where it applies."""
 
 
+class Heartbeat(Batch):
+    """No events: a hub's link saying the edge's event time moved on by ``advanced_us`` while its sources were
+    quiet (``sinks/link.py``). A source yields it between batches; the engine moves event time on."""
+
+    def __init__(self, source: str, advanced_us: int, event_time_us: int) -> None:
+        super().__init__([], source=source, ingest_time_us=event_time_us, event_times=[], ids=[])
+        self.advanced_us = advanced_us
+
+
 class LineHead(Protocol):
     """A pipeline's leading steps run on undecoded NDJSON lines (the engine's fused head)."""
 

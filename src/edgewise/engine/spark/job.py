@@ -39,6 +39,7 @@ from edgewise.engine.spark.progress import ROWS_IN_METRIC, MicroBatchLines
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
 from edgewise.engine.spark.sources import (
+    HEARTBEAT_ROUTE,
     SPOOL_GLOB,
     check_plan,
     envelope_sql,
@@ -212,7 +213,7 @@ class SparkJob:
     def _infer_schema(self) -> str | None:
         schemas = []
         for source in self.plan.sources:
-            if source.declared_schema:
+            if source.declared_schema or getattr(source, "is_link", False):
                 continue
             if source.type == "file" and getattr(source, "format", "ndjson") != "ndjson":
                 row = self._decoded_schema(source)
@@ -265,7 +266,7 @@ class SparkJob:
         line_ids = self._reads_event_ids(pipeline)
         frames = [source_frame(self.spark, self.plan, s, self.options.checkpoint,
                                max_files=self.options.max_files_per_trigger, line_ids=line_ids)
-                  for s in self.plan.sources]
+                  for s in self.plan.sources if pipeline.reads(s.id)]
         df = frames[0]
         for other in frames[1:]:
             df = df.unionByName(other)
@@ -278,6 +279,10 @@ class SparkJob:
         if marker:
             df = df.unionByName(self._end_frame(pipeline.id))
         return df
+
+    def _reads_link(self, pipeline: PipelinePlan) -> bool:
+        """Whether a hub's link (with its heartbeats) feeds the pipeline."""
+        return any(getattr(s, "is_link", False) and pipeline.reads(s.id) for s in self.plan.sources)
 
     def _reads_event_ids(self, pipeline: PipelinePlan) -> bool:
         """Whether anything downstream of the sources reads the input events' ids (a spool then numbers its lines):
@@ -364,6 +369,9 @@ class SparkJob:
                 if window_marker:  # the routed rows are malformed lines, counted on the window's input, and the
                     # marker: its spool is all the routed branch reads (not the input a second time)
                     routes_from = self._end_frame(pipeline.id)
+                    if self._reads_link(pipeline):  # and a link's heartbeats, which Spark's filter of the live
+                        # rows (pushed below the window's watermark) keeps from the window's input
+                        routes_from = routes_from.unionByName(source.where(f"_to = '{HEARTBEAT_ROUTE}'"))
                 stage, routed, mode = compile_window(stage, window, routes_from, marker_only=window_marker)
                 if routed is not None:
                     side.append(routed)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sql import SOURCE
 from edgewise.errors import ConfigError, EdgewiseError
+from edgewise.sinks.link import HEARTBEAT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from edgewise.config.plan import Plan
 
 SPOOL_GLOB = "*.ndjson"
+HEARTBEAT_ROUTE = "_heartbeat"
+"""The route of a link's heartbeats: past every step (the watermark sees them) to no sink."""
 
 
 def envelope_sql(parsed: str, line: str) -> str:
@@ -44,7 +47,7 @@ def payload_sql(parsed: str, envelope: str) -> str:
 
 
 def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_files: int | None = None,
-                line_ids: bool = True) -> DataFrame:
+                line_ids: bool = True, heartbeats: bool = False) -> DataFrame:
     """The sealed segments of a spool directory, one row per line, in the event frame's shape.
 
     A plain line's id names its line (``<source>:<file>:<line>``), which needs each segment read whole and split
@@ -78,6 +81,7 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
     event = f.struct(f.expr(payload_sql("_v", "_env")).alias(SOURCE),
                      f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"))
     parsed = parsed.select("*", f.inline(f.array(event)))
+    beat = (f"(_env AND variant_get(_v, '$.source', 'string') = {F.quote(HEARTBEAT)})" if heartbeats else "false")
     return parsed.select(
         f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE {line_id} END").alias("id"),
         f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
@@ -85,7 +89,8 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
         f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
                f"ELSE {F.quote(source_id)} END").alias("source"),
         f.col(SOURCE),
-        f.expr(f"CASE WHEN _object THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
+        f.expr(f"CASE WHEN {beat} THEN {F.quote(HEARTBEAT_ROUTE)} WHEN _object THEN '' "
+               f"ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
         f.expr("CASE WHEN _object THEN NULL ELSE _line END").alias("_record"))
 
 
@@ -136,7 +141,8 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
             if max_files is not None:
                 reader = reader.option("maxFilesPerTrigger", str(max_files))
             return decoded_frame(reader, source, path, file_root(source, path))
-        return spool_frame(spark, path, source.id, max_files=max_files, line_ids=line_ids)
+        return spool_frame(spark, path, source.id, max_files=max_files, line_ids=line_ids,
+                           heartbeats=source.is_link)
     if kind == "generator":
         directory = generate_spool(source, os.path.join(checkpoint, "_generator", source.id))
         return spool_frame(spark, directory, source.id, max_files=max_files, line_ids=line_ids)
@@ -190,16 +196,16 @@ def check_plan(plan: Plan) -> None:
                     FileSet(path, source_id=source.id, as_written=source.path).files()
                 except EdgewiseError as exc:
                     problems.append(plan.error(("sources", i, "path"), str(exc)))
-    for i, pipeline in enumerate(plan.pipelines):
+    for pipeline in plan.pipelines:
         for j, step in enumerate(pipeline.steps):
             why = SPARK_REFUSED_STEPS.get(step.kind)
             if why:
-                problems.append(plan.error(("pipelines", i, "steps", j, step.kind),
+                problems.append(plan.error((*pipeline.step_path(j), step.kind),
                                            f"step {step.id}: {step.kind} does not run on Spark: {why}"))
         refused = refused_chain(pipeline.steps)
         if refused is not None:
             j, why = refused
-            problems.append(plan.error(("pipelines", i, "steps", j, pipeline.steps[j].kind), why))
+            problems.append(plan.error((*pipeline.step_path(j), pipeline.steps[j].kind), why))
     if problems:
         raise ConfigError.of(problems)
 

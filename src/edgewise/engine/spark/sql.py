@@ -247,6 +247,14 @@ class _Compiler:
         written = as_spark_writes_it(node)
         if written is not None:  # in its place (``is_variant_call`` asks where it is)
             return self.rewrite(node.replace(written), want, lambda_vars)
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "pmod" and \
+                any(_has_fraction_literal(a) for a in node.expressions):
+            # a fraction literal is a DECIMAL on Spark, and pmod's DECIMAL result has room for the remainder only
+            # (pmod(-0.25, 3) is 2.75, which DECIMAL(2,2) cannot hold: the query failed); the local engine computes
+            # over doubles, and so does this (found by the split oracle, issue 38)
+            args = [f"CAST({self.rewrite(a, 'double', lambda_vars).sql(dialect='spark')} AS DOUBLE)"
+                    for a in node.expressions]
+            return parsed(f"pmod({', '.join(args)})")
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -455,6 +463,11 @@ def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:
     accesses = isinstance(current, exp.Bracket) or (
         isinstance(current, exp.Anonymous) and str(current.this).lower() in _ELEMENT_ACCESS)
     return (current, parts) if accesses and parts else None
+
+
+def _has_fraction_literal(node: exp.Expression) -> bool:
+    """The expression holds a number literal with a fraction or an exponent (a DECIMAL or DOUBLE to Spark)."""
+    return any(not lit.is_string and any(c in lit.this for c in ".eE") for lit in node.find_all(exp.Literal))
 
 
 _TEXT_RULE_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, *_COMPARISON)
