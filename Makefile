@@ -27,7 +27,7 @@ CITY ?= austin
 run: $(BIN)/.core  ## the showcase: a day of Austin's bus fleet replayed live into an edge daemon, on a map (edge core only; CITY=helsinki: HSL's HFP recordings)
 	$(BIN)/python examples/showcase.py --city $(CITY)
 
-run-hub: $(BIN)/.installed  ## the Helsinki showcase with its cells pipeline also on a continuous Spark job, over the daemon's spool, onto the same map (needs Java 17)
+run-hub: $(BIN)/.installed  ## the Helsinki showcase as an edge and a hub from one file: edgewise serve and one continuous edgewise spark of examples/hsl/live.yaml, Spark's cells on the same map (needs Java 17)
 	$(BIN)/python examples/showcase.py --city helsinki --hub
 
 # the suite's time is mostly waiting (Spark micro-batches, daemons, a browser): three workers on two cores
@@ -56,6 +56,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/spark_ysb_start.py
 	$(BIN)/python bench/spark_codegen.py
 	$(BIN)/python bench/spark_keyed.py
+	$(BIN)/python bench/hub_link.py
 
 FUZZ_MINUTES ?= 30
 FUZZ_ORACLES ?= crash,batch,reference,queue,partitions,split,spark,spark-reference,spark-split

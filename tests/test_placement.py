@@ -169,6 +169,13 @@ def test_a_wrong_placement_is_refused_at_its_line(tmp_path: Path, change: tuple[
     assert where in message and says in message, message
 
 
+def test_the_local_engine_does_not_run_a_hub_over_nats(tmp_path: Path, capsys: Any) -> None:
+    pipeline = written(tmp_path, SPLIT.replace("link: {type: spool, path: link}",
+                                               "link: {type: nats, stream: s, subject: edge}"))
+    assert main(["run", str(pipeline), "--part", "hub"]) == 2
+    assert "p.yaml:5:14: link.type: the hub's part over a NATS link runs on Spark" in capsys.readouterr().err
+
+
 def test_a_step_spark_does_not_run_is_refused_at_the_hub_but_runs_at_the_edge(tmp_path: Path, capsys: Any) -> None:
     entwine = ("      - entwine: {id: chain, timeline: tl, key: k.key}\n"
                "      - window: {id: per-cell")
@@ -254,3 +261,22 @@ def test_no_heartbeat_before_the_edge_forwarded_an_event(tmp_path: Path) -> None
         e.tick()
     e.close()
     assert not list((tmp_path / "link").glob("**/*.ndjson"))
+
+
+def test_the_docs_example_loads_and_explains_as_the_docs_say(tmp_path: Path, capsys: Any) -> None:
+    """docs/placement.md's file and its `edgewise explain` block (the link's folder aside, which is the reader's)."""
+    import re
+
+    from tests.conftest import ROOT
+
+    doc = (ROOT / "docs" / "placement.md").read_text(encoding="utf-8")
+    example = re.search(r"```yaml\n(.*?)```", doc, re.S)
+    shown = re.search(r"```\n(placement \(.*?)```", doc, re.S)
+    assert example and shown
+    (tmp_path / "examples" / "x").mkdir(parents=True)
+    pipeline = tmp_path / "examples" / "x" / "p.yaml"
+    pipeline.write_text(example.group(1))
+    assert main(["explain", str(pipeline)]) == 0
+    out = capsys.readouterr().out
+    got = out[out.index("placement ("):].replace(str(tmp_path), "/srv/edgewise")
+    assert got.strip() == shown.group(1).strip()

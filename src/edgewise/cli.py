@@ -650,7 +650,9 @@ def submit_command(args: argparse.Namespace) -> str:
     if args.python_env:
         conf = python_env_conf(args.python_env)
         command += ["--archives", conf["spark.archives"],
-                    "--conf", f"spark.pyspark.python={conf['spark.pyspark.python']}"]
+                    "--conf", f"spark.pyspark.python={conf['spark.pyspark.python']}",
+                    # the driver (spark-submit's client mode: here) keeps this interpreter, with edgewise
+                    "--conf", f"spark.pyspark.driver.python={sys.executable}"]
     for item in args.conf:
         command += ["--conf", item]
     command += [os.path.abspath(submit.__file__), os.path.abspath(args.pipeline),

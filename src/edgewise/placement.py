@@ -19,12 +19,11 @@ import dataclasses
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any
 
 from edgewise.config.models import NatsLinkConfig, SinkConfig, SourceConfig, SpoolLinkConfig
 from edgewise.config.plan import PipelinePlan, Plan
 from edgewise.errors import ConfigError
-from edgewise.sources.file import FileSourceConfig
 
 LINK = "link."
 """The prefix of the ids of a link's sinks (edge) and sources (hub): ``link.<pipeline id>``."""
@@ -121,14 +120,6 @@ def _stateful(step: Any) -> bool:
     return isinstance(step, StatefulStep)
 
 
-class LinkSourceConfig(FileSourceConfig):
-    """A spool link's folder. Spark types its fields by their use, not from a sample: the hub often starts before
-    the edge has written much, and a sample of the first events would pin types for every later run (a speed of
-    exactly 0 early on would make it an integer)."""
-
-    is_link: ClassVar[bool] = True
-
-
 def link_of(plan: Plan) -> SpoolLinkConfig | NatsLinkConfig:
     return plan.config.link or SpoolLinkConfig()
 
@@ -183,7 +174,7 @@ def hub_plan(plan: Plan) -> Plan:
     cut = splits(plan)
     if not cut:
         return plan
-    from edgewise.sinks.link import LinkFileSource
+    from edgewise.sources.link import LinkFileSource, LinkNatsSourceConfig, LinkSourceConfig
 
     pipelines = []
     sources: list[SourceConfig] = []
@@ -194,10 +185,10 @@ def hub_plan(plan: Plan) -> Plan:
             sources.append(LinkSourceConfig(id=s.link_id, type="file", path=link_directory(plan, s)))
             classes[s.link_id] = LinkFileSource
         else:
-            from edgewise.sources.nats import NatsSource, NatsSourceConfig
+            from edgewise.sources.nats import NatsSource
 
-            sources.append(NatsSourceConfig(id=s.link_id, type="nats", url=link.url, stream=link.stream,
-                                            subject=f"{link.subject}.{s.pipeline.id}", durable=None))
+            sources.append(LinkNatsSourceConfig(id=s.link_id, type="nats", url=link.url, stream=link.stream,
+                                                subject=f"{link.subject}.{s.pipeline.id}"))
             classes[s.link_id] = NatsSource
         pipelines.append(dataclasses.replace(s.pipeline, steps=s.pipeline.steps[s.at:], first_step=s.at,
                                              sources=frozenset({s.link_id})))
@@ -231,6 +222,9 @@ def part(plan: Plan, name: str) -> Plan:
     if name == "edge":
         return edge_plan(plan)
     if name == "hub":
+        if isinstance(link_of(plan), NatsLinkConfig) and splits(plan):
+            raise plan.error(("link", "type"), "the hub's part over a NATS link runs on Spark (`edgewise spark`); "
+                             "on the local engine, use a spool link")
         return hub_to_run(plan, spark=False)
     return plan
 

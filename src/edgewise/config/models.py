@@ -8,7 +8,7 @@ an expression that does not parse is reported at the exact field that holds it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
@@ -102,6 +102,10 @@ class StepConfig(Model):
 
 class SourceConfig(Model):
     """Fields every source has."""
+
+    is_link: ClassVar[bool] = False
+    """A hub's end of a link (``placement.py``): Spark types its fields by their use, not from a sample, unwraps
+    the edge's envelopes and routes its heartbeats past the steps (their event time moves the watermark)."""
 
     id: Id
     type: str

@@ -8,7 +8,6 @@ pipeline's folder of a spool link or a ``nats`` sink onto its subject, both with
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
@@ -18,17 +17,13 @@ from edgewise.events import Batch
 from edgewise.sinks.base import Sink
 from edgewise.sinks.file import FileSink, FileSinkConfig
 from edgewise.sinks.nats import NatsSink, NatsSinkConfig
-from edgewise.sources.base import Heartbeat, SourceContext
-from edgewise.sources.file import FileSource
+from edgewise.sources.link import HEARTBEAT
 
 if TYPE_CHECKING:
     from edgewise.config.models import SinkConfig
     from edgewise.config.plan import Plan
     from edgewise.placement import Split
 
-
-HEARTBEAT = "~heartbeat"
-"""A heartbeat envelope's ``source`` and the start of its id (``~`` starts no source id, so no event's)."""
 
 BEAT_EVERY_US = 1_000_000
 """While the edge is idle, a heartbeat at most this often (each one a segment of its own in a spool)..."""
@@ -126,27 +121,3 @@ def link_sink_class(plan: Plan, split: Split) -> tuple[SinkConfig, Any]:
                                max_age=f"{link.max_age}us", keep=keep), LinkFileSink)
     return (LinkNatsConfig(id=split.link_id, type="nats", url=link.url, subject=f"{link.subject}.{split.pipeline.id}",
                            envelope=True, keep=keep), LinkNatsSink)
-
-
-class LinkFileSource(FileSource):
-    """A hub's end of a spool link on the local engine: its events, and each heartbeat as a ``Heartbeat``."""
-
-    def read(self, ctx: SourceContext) -> Iterator[Batch]:
-        ctx.head = None  # heartbeats are found in decoded batches, not in lines a fused head ran steps on
-        prefix = HEARTBEAT + ":"
-        for batch in super().read(ctx):
-            ids = batch.ids()
-            beats = [i for i, ident in enumerate(ids) if ident.startswith(prefix)]
-            if not beats:
-                yield batch
-                continue
-            start = 0
-            for i in beats:
-                if i > start:
-                    yield batch.slice(start, i)
-                advanced = batch.payloads[i].get("advanced_us")
-                if isinstance(advanced, int) and advanced > 0:
-                    yield Heartbeat(self.id, advanced, batch.event_times[i])
-                start = i + 1
-            if start < len(batch):
-                yield batch.slice(start, len(batch))

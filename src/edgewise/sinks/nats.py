@@ -82,3 +82,5 @@ class NatsSink(Sink):
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=5)
+        if not self._loop.is_running():  # stopped: its selector and sockets closed now, not left to the collector
+            self._loop.close()

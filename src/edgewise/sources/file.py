@@ -53,9 +53,6 @@ class LineFormatOptions(SourceConfig):
 
 
 class FileSourceConfig(LineFormatOptions):
-    is_link: ClassVar[bool] = False
-    """A hub's end of a link (``placement.py``): Spark types its fields by their use, not from a sample, and
-    routes its heartbeats past the steps (their event time moves the watermark)."""
     type: Literal["file"] = "file"
     path: str = Field(description="a file, a directory or a glob, relative to the pipeline file")
     format: Format = Field("ndjson", description="record format")

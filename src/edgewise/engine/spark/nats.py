@@ -157,10 +157,40 @@ def nats_frame(spark: SparkSession, source: Any) -> DataFrame:
     raw = (spark.readStream.format(FORMAT_NAME).option("url", source.url).option("stream", source.stream)
            .option("subject", source.subject).option("source_id", source.id).option("format", source.format)
            .load())
+    if source.is_link:
+        return _link_frame(raw, source.id)
     is_object = "try_cast(try_parse_json(payload) AS MAP<STRING, VARIANT>) IS NOT NULL"
     return raw.select(
         "id", "event_time", f.lit(source.id).alias("source"),
         f.expr("CASE WHEN error IS NULL THEN try_parse_json(payload) END").alias(SOURCE),
         f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN '' ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
         f.expr(f"CASE WHEN error IS NULL AND {is_object} THEN NULL ELSE payload END").alias("_record"),
+    )
+
+
+def _link_frame(raw: DataFrame, source_id: str) -> DataFrame:
+    """A NATS link's messages (``placement.py``): each an envelope the edge published, whose id, event time, source
+    and event are taken as a spool link's are; a heartbeat is routed past the steps (its event time moves the
+    watermark)."""
+    from pyspark.sql import functions as f
+
+    from edgewise.engine.spark.sources import HEARTBEAT_ROUTE, envelope_sql, payload_sql
+    from edgewise.sources.link import HEARTBEAT
+
+    parsed = raw.select("*", f.expr("CASE WHEN error IS NULL THEN try_parse_json(payload) END").alias("_v"))
+    parsed = parsed.withColumn("_env", f.expr(envelope_sql("_v", "payload")))
+    event = payload_sql("_v", "_env")
+    is_object = f"try_cast({event} AS MAP<STRING, VARIANT>) IS NOT NULL"
+    beat = f"_env AND variant_get(_v, '$.source', 'string') = {F.quote(HEARTBEAT)}"
+    return parsed.select(
+        f.expr("CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE id END").alias("id"),
+        f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
+               "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE event_time END")
+        .alias("event_time"),
+        f.expr(f"coalesce(CASE WHEN _env THEN variant_get(_v, '$.source', 'string') END, {F.quote(source_id)})")
+        .alias("source"),
+        f.expr(event).alias(SOURCE),
+        f.expr(f"CASE WHEN {beat} THEN {F.quote(HEARTBEAT_ROUTE)} WHEN {is_object} THEN '' "
+               f"ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
+        f.expr(f"CASE WHEN {is_object} THEN NULL ELSE payload END").alias("_record"),
     )

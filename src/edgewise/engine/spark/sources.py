@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sql import SOURCE
 from edgewise.errors import ConfigError, EdgewiseError
-from edgewise.sinks.link import HEARTBEAT
+from edgewise.sources.link import HEARTBEAT
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
