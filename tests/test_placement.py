@@ -280,3 +280,10 @@ def test_the_docs_example_loads_and_explains_as_the_docs_say(tmp_path: Path, cap
     out = capsys.readouterr().out
     got = out[out.index("placement ("):].replace(str(tmp_path), "/srv/edgewise")
     assert got.strip() == shown.group(1).strip()
+
+
+def test_a_part_is_not_split_again(tmp_path: Path) -> None:
+    plan = load(str(written(tmp_path)))
+    assert [s.pipeline.id for s in splits(plan)] == ["cells"]
+    assert splits(edge_plan(plan)) == [] and splits(hub_to_run(plan, spark=False)) == []
+    assert edge_plan(edge_plan(plan)).pipelines == edge_plan(plan).pipelines

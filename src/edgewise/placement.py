@@ -49,9 +49,12 @@ class Split:
 
 def splits(plan: Plan) -> list[Split]:
     """The file's split pipelines, in file order (``hub_from`` was checked at load: it names one of the pipeline's
-    steps)."""
+    steps). A part (an edge's or a hub's plan) is not split again: its pipelines are left out."""
     found = []
-    for config, pipeline in zip(plan.config.pipelines, plan.pipelines, strict=True):
+    for pipeline in plan.pipelines:
+        config = plan.config.pipelines[pipeline.position]
+        if pipeline.first_step or len(pipeline.steps) != len(config.steps):
+            continue
         at: int | None = None
         if config.hub_from is not None:
             at = next(i for i, s in enumerate(pipeline.steps) if s.id == config.hub_from)
@@ -60,12 +63,12 @@ def splits(plan: Plan) -> list[Split]:
             at = next((i for i, s in enumerate(pipeline.steps) if _stateful(s)), None)
             why = "placement: auto (its first stateful step)"
         if at is not None:
-            found.append(Split(pipeline, at, why, forwarded_fields(pipeline.steps[at:], pipeline.to, plan)))
+            found.append(Split(pipeline, at, why, forwarded_fields(pipeline.steps[at:])))
     return found
 
 
-def forwarded_fields(steps: list[Any], to: list[str], plan: Plan) -> frozenset[str] | None:
-    """The top-level fields the hub's part (``steps``, then the sinks ``to``) can read, or None where it may read
+def forwarded_fields(steps: list[Any]) -> frozenset[str] | None:
+    """The top-level fields the hub's part (``steps``, then its sinks) can read, or None where it may read
     any. Walked from the end: a sink writes the whole event; a window (its late events dropped, none dead-lettered)
     gives results of its own and reads only its keys and aggregates; a step that passes its events on reads what it
     reads and what comes after it; any other step may read anything. A name too many costs bytes, a name missing
