@@ -287,3 +287,29 @@ def test_a_part_is_not_split_again(tmp_path: Path) -> None:
     assert [s.pipeline.id for s in splits(plan)] == ["cells"]
     assert splits(edge_plan(plan)) == [] and splits(hub_to_run(plan, spark=False)) == []
     assert edge_plan(edge_plan(plan)).pipelines == edge_plan(plan).pipelines
+
+
+TWO_SPLIT = SPLIT.replace("""  - id: raw
+    steps:
+      - filter: {id: big, where: "spd > 5"}
+""", """  - id: raw
+    placement: auto
+    steps:
+      - filter: {id: big, where: "spd > 5"}
+      - window: {id: per-ten, tumbling: 10s, aggs: {n: count(), top: max(n)}}
+""")
+
+
+def test_each_hub_pipeline_reads_its_own_link(tmp_path: Path) -> None:
+    """Two split pipelines, two links: on the hub each pipeline takes only its own link's events (were both links
+    fed to both, each window would count the other's events too)."""
+    pipeline = written(tmp_path, TWO_SPLIT)
+    assert [s.pipeline.id for s in splits(load(str(pipeline)))] == ["cells", "raw"]
+    assert main(["run", str(pipeline), "--quiet"]) == 0
+    whole_cells, whole_raw = records(tmp_path / "out" / "cells"), records(tmp_path / "out" / "raw")
+    assert whole_cells == cells_by_hand()
+    assert sum(r["n"] for r in whole_raw) == len([e for e in EVENTS if e["spd"] > 5])
+    assert main(["run", str(pipeline), "--part", "edge", "--quiet"]) == 0
+    assert main(["run", str(pipeline), "--part", "hub", "--quiet"]) == 0
+    assert records(tmp_path / "out" / "cells") == whole_cells
+    assert records(tmp_path / "out" / "raw") == whole_raw

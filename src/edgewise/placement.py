@@ -171,10 +171,10 @@ def edge_plan(plan: Plan) -> Plan:
     return _with(plan, pipelines, link_sinks, link_classes)
 
 
-def hub_plan(plan: Plan) -> Plan:
-    """What the hub runs: each split pipeline from its split on, reading its own link (event times and ids are the
-    envelopes'). Refused, at its file and line, where a hub step does not run on Spark."""
-    cut = splits(plan)
+def hub_plan(plan: Plan, cut: list[Split] | None = None) -> Plan:
+    """What the hub runs: each split pipeline from its split on (``cut``: the file's ``splits``), reading its own
+    link (event times and ids are the envelopes')."""
+    cut = splits(plan) if cut is None else cut
     if not cut:
         return plan
     from edgewise.sources.link import LinkFileSource, LinkNatsSourceConfig, LinkSourceConfig
@@ -211,11 +211,12 @@ def _to_edge(config: SinkConfig, address: str) -> SinkConfig:
 def hub_to_run(plan: Plan, *, spark: bool = True) -> Plan:
     """``hub_plan`` for a run (on Spark: checked for it), a spool link's folders made (the hub may start before
     the edge has written anything, and waits for it)."""
+    cut = splits(plan)
+    hub = hub_plan(plan, cut)
     if spark:
-        check_hub(plan)
-    hub = hub_plan(plan)
+        _refuse_for_spark(hub, cut)
     if hub is not plan and isinstance(link_of(plan), SpoolLinkConfig):
-        for s in splits(plan):
+        for s in cut:
             os.makedirs(link_directory(plan, s), exist_ok=True)
     return hub
 
@@ -260,22 +261,16 @@ def _with_dead_letters(used: set[str], sinks: dict[str, SinkConfig]) -> set[str]
 
 def check_hub(plan: Plan) -> None:
     """Refuse, at its file and line, a step placed at the hub that Spark does not run."""
-    from edgewise.engine.spark.chains import refused_chain
-    from edgewise.engine.spark.sources import SPARK_REFUSED_STEPS
+    cut = splits(plan)
+    _refuse_for_spark(hub_plan(plan, cut), cut)
 
-    problems = []
-    for s in splits(plan):
-        hub_steps = s.pipeline.steps[s.at:]
-        for j, step in enumerate(hub_steps, start=s.at):
-            why = SPARK_REFUSED_STEPS.get(step.kind)
-            if why:
-                problems.append(plan.error((*s.pipeline.step_path(j), step.kind),
-                                           f"step {step.id} is placed at the hub ({s.why}), and {step.kind} does "
-                                           f"not run on Spark: {why}"))
-        refused = refused_chain(hub_steps)
-        if refused is not None:
-            j, why = refused
-            problems.append(plan.error((*s.pipeline.step_path(s.at + j), hub_steps[j].kind), why))
+
+def _refuse_for_spark(hub: Plan, cut: list[Split]) -> None:
+    if not cut:  # nothing placed at a hub (and no need to import the Spark compiler's checks)
+        return
+    from edgewise.engine.spark.sources import refused_steps
+
+    problems = refused_steps(hub, {s.pipeline.id: s.why for s in cut})
     if problems:
         raise ConfigError.of(problems)
 

@@ -72,8 +72,8 @@ def _event(n: int, t: float, k: str | None) -> dict[str, Any]:
     return {"id": f"in:{n}", "event_time": int(t * 1_000_000), "source": "in", "payload": {"k": k}}
 
 
-def _beat(t: float, advanced_s: float) -> dict[str, Any]:
-    return {"id": "~heartbeat:r:1", "event_time": int(t * 1_000_000), "source": "~heartbeat",
+def _beat(t: float, advanced_s: float, n: int = 1) -> dict[str, Any]:
+    return {"id": f"~heartbeat:r:{n}", "event_time": int(t * 1_000_000), "source": "~heartbeat",
             "payload": {"advanced_us": int(advanced_s * 1_000_000)}}
 
 
@@ -83,13 +83,14 @@ def _windows(records: list[Any]) -> list[tuple[str, Any]]:
 
 
 def test_a_heartbeat_closes_the_windows_on_spark_as_on_the_local_engine(spark: Any, tmp_path: Path) -> None:
-    """The link as an idle edge writes it: events to t=1004, then 3 s of quiet (a heartbeat at 1007). With no end
-    of input (`--keep-open`), both engines close every window up to 1006, z's [1004, 1006) too; without the
-    heartbeat it stays open on both."""
+    """The link as an idle edge writes it: events to t=1004, then 3 s of quiet (a heartbeat at 1007) and 3 s more
+    (1010). With no end of input (`--keep-open`), both engines close every window up to 1010, z's [1004, 1006)
+    too, and make none of the quiet (a heartbeat taken for an event would be counted in [1006, 1008)); without the
+    heartbeats z's window stays open on both."""
     text = HUB.replace("HUB_FROM", "per2s")
     plan = load_text_plan(text, file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path))
     events = [_event(1, 1000, "x"), _event(2, 1001.5, "y"), _event(3, 1003, "x"), _event(4, 1004, "z")]
-    _link(tmp_path, [*events, _beat(1007, 3)])
+    _link(tmp_path, [*events, _beat(1007, 3), _beat(1010, 3, n=2)])
     expected = [("x", "00:16:40"), ("x", "00:16:42"), ("y", "00:16:40"), ("z", "00:16:44")]
     assert _windows(_local_hub(plan)) == expected
     assert _windows(_spark_hub(spark, plan, tmp_path / "ck", flush=False)) == expected

@@ -116,7 +116,7 @@ class PipelineSpec:
     plan: Plan
 
 
-def say_edge_address(plan: Plan, url: str) -> None:
+def say_edge_address(plan: Plan, scheme: str, host: str, port: int) -> None:
     """Where the file splits pipelines over a spool link: the daemon's address, into the link's folder, where the
     hub's ``live`` sinks find the pages to post to (``placement.edge_address_file``). Written whole, then renamed."""
     from edgewise.placement import edge_address_file
@@ -125,11 +125,10 @@ def say_edge_address(plan: Plan, url: str) -> None:
     if path is None:
         return
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    host = "127.0.0.1" if url.split("://")[1].startswith(("0.0.0.0:", "[::]:")) else None
-    if host is not None:  # listening on every address: this machine's own is one the hub (here) can reach
-        url = f"{url.split('://')[0]}://{host}:{url.rsplit(':', 1)[1]}"
+    if host in ("0.0.0.0", "::", ""):  # noqa: S104  # not a bind: listening on every address, a hub here reaches 127.0.0.1
+        host = "127.0.0.1"
     with open(path + ".tmp", "wb") as fh:
-        fh.write(orjson.dumps({"url": url}))
+        fh.write(orjson.dumps({"url": f"{scheme}://{host}:{port}"}))
     os.replace(path + ".tmp", path)
 
 
@@ -323,10 +322,9 @@ class Daemon:
         if serving.done():
             serving.result()
         scheme = "https" if self.options.tls_cert else "http"
-        url = f"{scheme}://{self.options.host}:{self.port}"
-        self.log("listening", url=url, data_dir=self.data_dir,
+        self.log("listening", url=f"{scheme}://{self.options.host}:{self.port}", data_dir=self.data_dir,
                  mode="stateless" if self.options.stateless else "persistent", pid=os.getpid())
-        say_edge_address(self.spec.plan, url)
+        say_edge_address(self.spec.plan, scheme, self.options.host, self.port)
         refresher = loop.create_task(self._refresh_loop())
         # everything loaded so far (plan, parsers, libraries) lives as long as the daemon: keep it out of the
         # garbage collector's full collections, which would otherwise pause replies for tens of milliseconds

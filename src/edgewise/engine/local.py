@@ -154,9 +154,13 @@ class LocalEngine:
         """Run every pipeline on the batch and deliver the results; returns them by pipeline id. A fused head's
         batch (only made where there is one pipeline) goes on after the steps it went through."""
         start = batch.steps if isinstance(batch, HeadBatch) else 0
-        feeds = self.feeds
         return {pipeline[0]: self._continue(pipeline, start, batch) for pipeline in self.pipelines
-                if not feeds or pipeline[0] not in feeds or batch.source in feeds[pipeline[0]]}
+                if self._fed(pipeline[0], batch.source)}
+
+    def _fed(self, pipeline_id: str, source_id: str) -> bool:
+        """Whether the source's events enter the pipeline (all do, but a hub's link only its own pipeline)."""
+        feed = self.feeds.get(pipeline_id)
+        return feed is None or source_id in feed
 
     def _continue(self, pipeline: Pipeline, start: int, batch: Batch) -> Batch:
         """Run ``batch`` through the pipeline's steps from ``start`` on and deliver what comes out."""
@@ -189,15 +193,9 @@ class LocalEngine:
         idle_by = self.idleness.advance_by(now)
         given = 0
         for pipeline, i, step in self._stateful():
-            fired = step.advance(now, self.ctx)
-            if fired is not None and len(fired):
-                given += len(fired)
-                self._continue(pipeline, i + 1, fired)
+            given += self._onward(pipeline, i, step.advance(now, self.ctx))
             if idle_by:
-                closed = step.idle(idle_by, self.ctx)
-                if closed is not None and len(closed):
-                    given += len(closed)
-                    self._continue(pipeline, i + 1, closed)
+                given += self._onward(pipeline, i, step.idle(idle_by, self.ctx))
         if idle_by:  # after what the steps closed: a link's heartbeat follows the events it covers
             for sink in self.sinks.values():
                 sink.idle(idle_by, now)
@@ -207,24 +205,22 @@ class LocalEngine:
         """A hub's link says the edge's event time moved on while its sources were quiet: the pipelines it feeds
         move theirs on by as much, as the edge's steps would have (``sinks/link.py``). Returns the records that
         gave."""
-        given = 0
-        for pipeline, i, step in self._stateful():
-            feed = self.feeds.get(pipeline[0])
-            if feed is not None and beat.source not in feed:
-                continue
-            closed = step.idle(beat.advanced_us, self.ctx)
-            if closed is not None and len(closed):
-                given += len(closed)
-                self._continue(pipeline, i + 1, closed)
-        return given
+        return sum(self._onward(pipeline, i, step.idle(beat.advanced_us, self.ctx))
+                   for pipeline, i, step in self._stateful() if self._fed(pipeline[0], beat.source))
+
+    def _onward(self, pipeline: Pipeline, i: int, given: Batch | None) -> int:
+        """What the pipeline's ``i``-th step gave outside a batch (a timer, idle time), through the steps after it;
+        returns how many records that was."""
+        if given is None or not len(given):
+            return 0
+        self._continue(pipeline, i + 1, given)
+        return len(given)
 
     def finish(self) -> None:
         """The input ended: flush every stateful step (open windows, pending completions), in pipeline order, so
         what one step flushes still passes through the steps after it."""
         for pipeline, i, step in self._stateful():
-            flushed = step.finish(self.ctx)
-            if flushed is not None and len(flushed):
-                self._continue(pipeline, i + 1, flushed)
+            self._onward(pipeline, i, step.finish(self.ctx))
 
     def commit(self, *, force: bool = False, ended: Iterable[str] = ()) -> None:
         """Make progress durable: flush the sinks, then commit state and source positions together. Only with a

@@ -174,23 +174,15 @@ def _link_frame(raw: DataFrame, source_id: str) -> DataFrame:
     watermark)."""
     from pyspark.sql import functions as f
 
-    from edgewise.engine.spark.sources import HEARTBEAT_ROUTE, envelope_sql, payload_sql
-    from edgewise.sources.link import HEARTBEAT
+    from edgewise.engine.spark.sources import envelope_columns, envelope_sql, payload_sql, route_sql
 
     parsed = raw.select("*", f.expr("CASE WHEN error IS NULL THEN try_parse_json(payload) END").alias("_v"))
     parsed = parsed.withColumn("_env", f.expr(envelope_sql("_v", "payload")))
     event = payload_sql("_v", "_env")
     is_object = f"try_cast({event} AS MAP<STRING, VARIANT>) IS NOT NULL"
-    beat = f"_env AND variant_get(_v, '$.source', 'string') = {F.quote(HEARTBEAT)}"
     return parsed.select(
-        f.expr("CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE id END").alias("id"),
-        f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
-               "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE event_time END")
-        .alias("event_time"),
-        f.expr(f"coalesce(CASE WHEN _env THEN variant_get(_v, '$.source', 'string') END, {F.quote(source_id)})")
-        .alias("source"),
+        *envelope_columns("id", "event_time", source_id),
         f.expr(event).alias(SOURCE),
-        f.expr(f"CASE WHEN {beat} THEN {F.quote(HEARTBEAT_ROUTE)} WHEN {is_object} THEN '' "
-               f"ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
+        f.expr(route_sql(is_object, heartbeats=True)).alias("_to"),
         f.expr(f"CASE WHEN {is_object} THEN NULL ELSE payload END").alias("_record"),
     )

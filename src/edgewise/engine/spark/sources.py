@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
@@ -24,7 +25,7 @@ from edgewise.errors import ConfigError, EdgewiseError
 from edgewise.sources.link import HEARTBEAT
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from edgewise.config.plan import Plan
 
@@ -81,17 +82,33 @@ def spool_frame(spark: SparkSession, directory: str, source_id: str, *, max_file
     event = f.struct(f.expr(payload_sql("_v", "_env")).alias(SOURCE),
                      f.expr(is_object_sql("_v", "_line", "_env")).alias("_object"))
     parsed = parsed.select("*", f.inline(f.array(event)))
-    beat = (f"(_env AND variant_get(_v, '$.source', 'string') = {F.quote(HEARTBEAT)})" if heartbeats else "false")
     return parsed.select(
-        f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE {line_id} END").alias("id"),
-        f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
-               "THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE _mtime END").alias("event_time"),
-        f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
-               f"ELSE {F.quote(source_id)} END").alias("source"),
+        *envelope_columns(line_id, "_mtime", source_id),
         f.col(SOURCE),
-        f.expr(f"CASE WHEN {beat} THEN {F.quote(HEARTBEAT_ROUTE)} WHEN _object THEN '' "
-               f"ELSE {F.quote(F.MALFORMED)} END").alias("_to"),
+        f.expr(route_sql("_object", heartbeats)).alias("_to"),
         f.expr("CASE WHEN _object THEN NULL ELSE _line END").alias("_record"))
+
+
+def envelope_columns(plain_id: str, plain_time: str, source_id: str) -> list[Column]:
+    """``id``, ``event_time`` and ``source`` of a parsed line ``_v`` that is an envelope where ``_env``: the
+    envelope's, else the plain line's (``plain_id``, ``plain_time``: SQL) and the reading source's id."""
+    from pyspark.sql import functions as f
+
+    return [
+        f.expr(f"CASE WHEN _env THEN variant_get(_v, '$.id', 'string') ELSE {plain_id} END").alias("id"),
+        f.expr("CASE WHEN _env AND variant_get(_v, '$.event_time', 'bigint') IS NOT NULL "
+               f"THEN timestamp_micros(variant_get(_v, '$.event_time', 'bigint')) ELSE {plain_time} END")
+        .alias("event_time"),
+        f.expr(f"CASE WHEN _env THEN coalesce(variant_get(_v, '$.source', 'string'), {F.quote(source_id)}) "
+               f"ELSE {F.quote(source_id)} END").alias("source")]
+
+
+def route_sql(is_object: str, heartbeats: bool) -> str:
+    """SQL: a line's ``_to``: its event goes on (``''``), it is malformed, or (a link's, ``heartbeats``) it is a
+    heartbeat, routed past every step to no sink."""
+    beat = (f"WHEN _env AND variant_get(_v, '$.source', 'string') = {F.quote(HEARTBEAT)} "
+            f"THEN {F.quote(HEARTBEAT_ROUTE)} " if heartbeats else "")
+    return f"CASE {beat}WHEN {is_object} THEN '' ELSE {F.quote(F.MALFORMED)} END"
 
 
 def out_of_name_order(directory: str) -> str | None:
@@ -169,7 +186,6 @@ def check_plan(plan: Plan) -> None:
     source that is not replayable, an NDJSON spool that is not a directory, files that do not exist, a step
     Spark does not run."""
     from edgewise.engine.local import _base
-    from edgewise.engine.spark.chains import refused_chain
     from edgewise.sources.file import FileSourceConfig
     from edgewise.sources.paths import FileSet
 
@@ -196,18 +212,30 @@ def check_plan(plan: Plan) -> None:
                     FileSet(path, source_id=source.id, as_written=source.path).files()
                 except EdgewiseError as exc:
                     problems.append(plan.error(("sources", i, "path"), str(exc)))
+    problems += refused_steps(plan)
+    if problems:
+        raise ConfigError.of(problems)
+
+
+def refused_steps(plan: Plan, placed: Mapping[str, str] | None = None) -> list[ConfigError]:
+    """The steps Spark does not run (``SPARK_REFUSED_STEPS``, chains ``refused_chain`` refuses), each at its file and
+    line. ``placed``: pipeline id -> why its steps are at the hub (a split file's hub part), said with the step."""
+    from edgewise.engine.spark.chains import refused_chain
+
+    problems = []
     for pipeline in plan.pipelines:
+        why_here = (placed or {}).get(pipeline.id)
         for j, step in enumerate(pipeline.steps):
             why = SPARK_REFUSED_STEPS.get(step.kind)
             if why:
-                problems.append(plan.error((*pipeline.step_path(j), step.kind),
-                                           f"step {step.id}: {step.kind} does not run on Spark: {why}"))
+                said = (f"step {step.id} is placed at the hub ({why_here}), and {step.kind}" if why_here
+                        else f"step {step.id}: {step.kind}")
+                problems.append(plan.error((*pipeline.step_path(j), step.kind), f"{said} does not run on Spark: {why}"))
         refused = refused_chain(pipeline.steps)
         if refused is not None:
             j, why = refused
             problems.append(plan.error((*pipeline.step_path(j), pipeline.steps[j].kind), why))
-    if problems:
-        raise ConfigError.of(problems)
+    return problems
 
 
 def file_root(source: Any, path: str) -> str:
