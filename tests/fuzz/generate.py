@@ -204,6 +204,10 @@ class Case:
     """The source's ``schema`` (a DDL string of the events' fields, which Spark reads them as; empty: none)."""
     tables: dict[str, Any] = field(default_factory=dict)
     """Lookup tables beside the pipeline file: file name -> JSON content (``write_tables``)."""
+    continuous: bool = False
+    """Spark runs the case as a continuous job (no ``--once``): it starts on the first segment, the others arrive
+    one at a time while it runs, each read in a micro-batch of its own, and the input never ends (no end marker:
+    only what the watermark closed comes out)."""
 
     def write_tables(self, directory: Path) -> None:
         for name, content in self.tables.items():
@@ -253,10 +257,10 @@ class Case:
     def fixture_text(self, name: str) -> str:
         """The case as an ``edgewise test`` fixture (no expectations: the oracles decide)."""
         doc: dict[str, Any] = {"name": name, "pipeline": self.pipeline(), "events": self.events}
-        if self.envelopes or self.files != 1 or self.cuts or self.micro_batches or self.equal_times:  # how the spool
-            # holds them (kept cases replay it)
+        if (self.envelopes or self.files != 1 or self.cuts or self.micro_batches or self.equal_times
+                or self.continuous):  # how the spool holds them and Spark reads it (kept cases replay it)
             doc.update(envelopes=self.envelopes, files=self.files, cuts=self.cuts, micro_batches=self.micro_batches,
-                       equal_times=self.equal_times)
+                       equal_times=self.equal_times, continuous=self.continuous)
         if self.tables:
             doc["tables"] = self.tables
         return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

@@ -105,10 +105,38 @@ def _spark_outputs(spark: Any, case: Case, directory: Path, id_of: IdOf = None, 
     def collect(route: str, batch_id: int, rows: list[tuple[str, str]]) -> None:
         got.setdefault(route, []).extend((i, orjson.loads(r)) for i, r in rows)
 
-    SparkJob(spark, plan, SparkOptions(checkpoint=str(directory / "ck"), once=True, now_us=NOW_US,
-                                       max_files_per_trigger=1 if case.micro_batches else None),
-             collect=collect, report=lambda text: None).run()
+    one_each = case.micro_batches or case.continuous
+    # processing-time timers run on Spark's clock: a step's clock fixed years before it would time out at once
+    clock = None if any(s.get("complete", {}).get("time") == "processing" for s in case.steps) else NOW_US
+    job = SparkJob(spark, plan, SparkOptions(checkpoint=str(directory / "ck"), once=not case.continuous,
+                                             now_us=clock, max_files_per_trigger=1 if one_each else None),
+                   collect=collect, report=lambda text: None)
+    if case.continuous:
+        _run_continuously(job, directory / "in")
+    else:
+        job.run()
     return {route: _keyed(route, got.get(route, []), id_of) for route in ["", *plan.sinks]}
+
+
+def _run_continuously(job: Any, spool: Path) -> None:
+    """``job`` as a continuous job (``Case.continuous``): started on the spool's first segment, the others
+    arriving one at a time, each once the queries processed everything before it (Spark's
+    ``processAllAvailable``: until a trigger finds neither new data nor a micro-batch without data to run, which
+    is when the watermark the data moved has closed what it closes), then stopped between two micro-batches."""
+    later = sorted(spool.glob("*.ndjson"))[1:]
+    arriving = spool.parent / "arriving"
+    arriving.mkdir()
+    for path in later:
+        os.replace(path, arriving / path.name)
+    job.start()
+    try:
+        for path in [None, *later]:
+            if path is not None:
+                os.replace(arriving / path.name, path)  # sealed whole, as a daemon's spool seals a segment
+            for compiled in job.compiled:
+                compiled.query.processAllAvailable()
+    finally:
+        job.stop(between_batches=True)
 
 
 def _spool(case: Case, directory: Path) -> None:

@@ -64,7 +64,7 @@ def kept_cases() -> list[tuple[str, Case, str]]:
                     [s["id"] for s in doc["pipeline"].get("sinks", [])], doc.get("envelopes", []),
                     doc.get("files", 1), doc.get("cuts", []), doc.get("micro_batches", False),
                     doc.get("equal_times", False), schema=doc["pipeline"]["sources"][0].get("schema", ""),
-                    tables=doc.get("tables", {}))
+                    tables=doc.get("tables", {}), continuous=doc.get("continuous", False))
         out.append((path.name, case, doc.get("oracle", "all")))
     return out
 

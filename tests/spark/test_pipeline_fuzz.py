@@ -7,13 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz.generate import Case, cases
 from tests.fuzz.oracles import Rejected, local_vs_spark, split_vs_whole
-from tests.fuzz.reference import reference, reference_applies, reference_cases, reference_vs_engines
+from tests.fuzz.reference import (
+    reference,
+    reference_applies,
+    reference_cases,
+    reference_outputs,
+    reference_vs_engines,
+    spawn_argv,
+)
 from tests.fuzz.test_pipelines import budget, kept_cases, known_defects, split_at
 
 
@@ -82,4 +90,63 @@ def test_a_late_event_per_micro_batch_equals_the_reference(spark: Any, micro_bat
     assert spark_window == [{"k": "a", "window_start": "1970-01-01T00:00:00Z", "window_end": "1970-01-01T00:00:10Z",
                              "n": 2 if micro_batches else 3, "s": 3 if micro_batches else 1003}]
     assert [r["n"] for r in reference(case) if r["window_start"].endswith("00:00Z")] == [2]
+    assert not reference_vs_engines(case, spark)
+
+
+@budget(3)
+@given(case=reference_cases().filter(lambda c: c.continuous))
+def test_a_continuous_job_equals_the_reference_interpreter(spark: Any, case: Case) -> None:
+    """Issue 39, arrivals: a continuous job (no ``--once``) started on the first segment, the others arriving one
+    at a time; the input never ends, so only what the query's watermark closed comes out."""
+    problems = reference_vs_engines(case, spark)
+    assert not problems, f"{problems}\n{case.pipeline_text()}\n{case.events}"
+
+
+CONTINUOUS_WINDOW = [{"window": {"id": "w", "on_error": "skip", "key": ["k"], "aggs": {"n": "count()"},
+                                 "tumbling": "10s", "watermark": "2s"}}]
+
+
+def test_a_continuous_job_gives_what_its_last_watermark_closed(spark: Any) -> None:
+    """Worked by hand: t=1, 2 | 12 | 25, a segment each. Locally the input ends and every window closes; the
+    continuous job's last watermark is 25 - 2 = 23 s, past [0, 10) and [10, 20), short of [20, 30)."""
+    events = [{"t": 1, "k": "a"}, {"t": 2, "k": "a"}, {"t": 12, "k": "a"}, {"t": 25, "k": "a"}]
+    case = Case(CONTINUOUS_WINDOW, events, cuts=[2, 3], schema="t BIGINT, k STRING", continuous=True)
+    starts = sorted((r["window_start"][-3:-1], r["n"]) for r in reference(case, per_micro_batch=False))
+    assert starts == [("00", 2), ("10", 1), ("20", 1)]
+    still_open = reference_outputs(case, per_micro_batch=True, ends=False)[""]
+    assert sorted((r["window_start"][-3:-1], r["n"]) for r in still_open) == [("00", 2), ("10", 1)]
+    assert not reference_vs_engines(case, spark)
+
+
+def test_spawn_on_both_engines_equals_the_reference(spark: Any) -> None:
+    """``spawn`` (its program as JSON on stdin, its output under ``into`` or replacing the event, no output
+    leaving it as it was, a non-zero exit or no JSON failing it) on both engines, with ``when`` and a dead-letter
+    sink; worked by hand from the reference's programs (reference.SPAWNED)."""
+    steps = [{"spawn": {"id": "sp", "argv": spawn_argv("into"), "into": "out", "on_error": "dead"}},
+             {"spawn": {"id": "re", "argv": spawn_argv("replace"), "on_error": "dead", "when": "k IS NOT NULL"}}]
+    events = [{"t": 1, "k": "c", "x": 2}, {"t": 2, "k": "b", "x": 1}, {"t": 3, "x": 5}, {"t": 4, "k": "a", "x": 1},
+              {"t": 5, "k": "c"}]
+    case = Case(steps, events, ["dead"], schema="t BIGINT, k STRING, x BIGINT")
+    outputs = reference_outputs(case)
+    assert sorted(orjson.dumps(r, option=orjson.OPT_SORT_KEYS) for r in outputs[""]) == sorted(
+        orjson.dumps(r, option=orjson.OPT_SORT_KEYS) for r in [
+            {"k": "c", "x": 2, "from": "spawn", "__id": "spool:part-1.ndjson:1"},  # replaced, `out` with it
+            {"t": 3, "x": 5, "__id": "spool:part-1.ndjson:3"},  # no key: no output, and no `when`
+            {"k": "c", "x": None, "from": "spawn", "__id": "spool:part-1.ndjson:5"}])
+    # k=b: the first program exits 3; k=a: the second prints a list, which cannot replace the event
+    assert sorted((d["step"], d["event"]["t"]) for d in outputs["dead"]) == [("re", 4), ("sp", 2)]
+    assert not reference_vs_engines(case, spark)
+
+
+def test_pinned_difference_processing_time_completions_stay_open_at_the_end_of_once(spark: Any) -> None:
+    """docs/spark.md, Differences: a local run's end times out every open completion; Spark's processing-time
+    timers fire by its clock only, so a ``--once`` run leaves them open in its checkpoint."""
+    steps = [{"complete": {"id": "c", "key": "k", "parts": {"p": "x IS NULL", "q": "x > 0"}, "timeout": "1h",
+                           "time": "processing", "into": "done", "on_error": "skip"}}]
+    events = [{"t": 1, "k": "a", "x": 1}, {"t": 2, "k": "b", "x": 1}, {"t": 3, "k": "b", "x": None}]
+    case = Case(steps, events, schema="t BIGINT, k STRING, x BIGINT")
+    local = [r["done"]["status"] for r in reference(case)]
+    spark_side = [r["done"]["status"] for r in reference(case, per_micro_batch=True)]
+    assert sorted(local) == ["completed", "timed_out", "triggered", "triggered"]
+    assert sorted(spark_side) == ["completed", "triggered", "triggered"]
     assert not reference_vs_engines(case, spark)
