@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import socket
 import subprocess
 import sys
 import threading
@@ -12,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from starlette.applications import Starlette
 
 from edgewise.daemon.live import LiveHub
 from edgewise.daemon.live_api import live_routes
+from edgewise.sinks.base import RetryableSinkError, SinkContext
 from tests.daemon.helpers import wait_for
 
 PIPELINE = """
@@ -228,3 +231,39 @@ def test_idle_advanced_counts_only_what_the_sinks_have(start_daemon, tmp_path: P
     assert queue()["live"].get("cells", {}).get("published", 0) == 3
     sealed = [line for f in spool.glob("*.ndjson") for line in f.read_text().splitlines()]
     assert len(sealed) == 3
+
+
+def test_a_live_sink_with_url_file_finds_the_daemon_when_it_has_something_to_send(start_daemon,
+                                                                                  tmp_path: Path) -> None:
+    """A hub's live sink reads the edge daemon's address (``url_file``) when it sends, not when it opens: a hub
+    that starts before the edge gets a retryable failure (its micro-batch is retried, no error at start), and a
+    send that fails reads the file again, for a daemon that came back elsewhere."""
+    import io
+
+    from edgewise.clock import SystemClock
+    from edgewise.config import BuildContext
+    from edgewise.events import Batch, Event
+    from edgewise.sinks.live import LiveSink, LiveSinkConfig
+
+    d = start_daemon(PIPELINE.format(idle="0"))
+    address = tmp_path / "link" / "edge.json"
+    sink = LiveSink(LiveSinkConfig(id="to-map", type="live", channel="hub", url_file="link/edge.json"),
+                    BuildContext(str(tmp_path)))
+    sink.open(SinkContext(SystemClock(), io.BytesIO()))
+
+    def batch(n: int) -> Batch:
+        return Batch.of_events([Event({"n": n}, f"e{n}", n * 1_000_000, 0, "link")])
+
+    with pytest.raises(RetryableSinkError, match="no daemon address"):
+        sink.write(batch(1))
+    address.parent.mkdir()
+    with socket.socket() as closed:  # a port nothing listens on: the daemon that was there is gone
+        closed.bind(("127.0.0.1", 0))
+        address.write_text(json.dumps({"url": f"http://127.0.0.1:{closed.getsockname()[1]}"}))
+    with pytest.raises(RetryableSinkError):
+        sink.write(batch(2))
+    address.write_text(json.dumps({"url": d.url}))  # the daemon, serving again
+    sink.write(batch(3))
+    sink.close()
+    recent = httpx.get(f"{d.url}/v1/live/hub/recent").json()
+    assert [r["payload"]["n"] for r in recent] == [3]

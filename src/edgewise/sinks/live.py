@@ -53,9 +53,7 @@ class LiveSink(Sink):
         self._client: httpx.Client | None = None
 
     def open(self, ctx: SinkContext) -> None:
-        if self.url is None and self.config.url_file is not None:
-            self.url = f"{self._daemon_url().rstrip('/')}/v1/live/{self.channel}"
-        if self.url is not None:
+        if self.url is not None or self.config.url_file is not None:
             self._client = httpx.Client(timeout=self.config.timeout / 1_000_000)
         elif ctx.live is not None:
             self._publish = ctx.live
@@ -81,11 +79,21 @@ class LiveSink(Sink):
         if self._publish is not None:
             self._publish(self.channel, records)
             return
-        assert self._client is not None and self.url is not None
+        assert self._client is not None
+        # with url_file, the address is read when there is something to send, and again after a failed send: the
+        # hub may start before the edge daemon has written it, and a restarted daemon may serve elsewhere (a
+        # missing address is a retryable failure, as a daemon that is down is)
+        if self.url is None:
+            self.url = f"{self._daemon_url().rstrip('/')}/v1/live/{self.channel}"
         size = self.config.batch_size
-        for start in range(0, len(records), size):
-            body = b"[" + b",".join(records[start:start + size]) + b"]"
-            send(self._client, "POST", self.url, body, "application/json", batch.ids()[start:start + size])
+        try:
+            for start in range(0, len(records), size):
+                body = b"[" + b",".join(records[start:start + size]) + b"]"
+                send(self._client, "POST", self.url, body, "application/json", batch.ids()[start:start + size])
+        except RetryableSinkError:
+            if self.config.url_file is not None:
+                self.url = None
+            raise
 
     def close(self) -> None:
         if self._client is not None:
