@@ -44,10 +44,9 @@ class PartitionedWorker(Worker):
     def __init__(self, plan: Plan, options: WorkerOptions, queue: QueueReader,
                  stores: Mapping[str, StateStore] | None = None, live: LivePublisher | None = None) -> None:
         stores = dict(stores) if stores is not None else daemon_stores(plan, options.data_dir)
-        super().__init__(plan, options, queue, stores, live)
         self.share = Share(options.index, options.workers, partitions_of(options.index, options.workers))
         self.state = PartitionedState(plan, stores, self.share.mine, QUEUE_POSITION)
-        self.engine.state = self.state
+        super().__init__(plan, options, queue, stores, live, self.state)
         partition_engine(self.engine, self.share)
         self.read_upto = 0
         """The last entry read (and processed)."""

@@ -35,6 +35,7 @@ from edgewise.daemon.bodies import decode_body
 from edgewise.daemon.queue import Entry, QueueReader, queue_path
 from edgewise.daemon.telemetry import StepMeter, make_tracer
 from edgewise.engine.local import LocalEngine
+from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import LivePublisher
@@ -104,13 +105,14 @@ def entry_batch(entry: Entry) -> Batch:
 
 class Worker:
     def __init__(self, plan: Plan, options: WorkerOptions, queue: QueueReader,
-                 stores: Mapping[str, StateStore] | None = None, live: LivePublisher | None = None) -> None:
+                 stores: Mapping[str, StateStore] | None = None, live: LivePublisher | None = None,
+                 state: StateRuntime | None = None) -> None:
         self.options = options
         self.queue = queue
         self.meter = StepMeter(make_tracer(options.trace, plan.name))
         self.engine = LocalEngine(plan, stores=stores if stores is not None else daemon_stores(plan, options.data_dir),
                                   commit_interval=0.0, instrument=self.meter, idle_timeouts=idle_timeouts(plan),
-                                  live=live)
+                                  live=live, state=state)
         self.engine.ctx.on_failed = self._step_failed
         self.pending: list[Entry] = []
         self.letters: list[Letter] = []

@@ -73,7 +73,7 @@ class LocalEngine:
                  stores: Mapping[str, StateStore] | None = None, commit_interval: float = 1.0,
                  collect: Callable[[str, Batch], None] | None = None, fresh: bool = False,
                  instrument: Instrument | None = None, idle_timeouts: Mapping[str, int | None] | None = None,
-                 live: LivePublisher | None = None) -> None:
+                 live: LivePublisher | None = None, state: StateRuntime | None = None) -> None:
         self.plan = plan
         self.clock = clock or SystemClock()
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
@@ -91,7 +91,8 @@ class LocalEngine:
         self.sinks[STDOUT] = overrides.get(STDOUT) or StdoutSink(StdoutConfig(id="stdout"), build)
         self.ctx = RunContext(clock=self.clock, send=self._send, errors=errors, sleep=sleep)  # type: ignore[arg-type]
         self.runners = {sid: SinkRunner(s, sleep, self._sink_dead_letter) for sid, s in self.sinks.items()}
-        self.state = StateRuntime(plan, stores, fresh=fresh)
+        self.state = state if state is not None else StateRuntime(plan, stores, fresh=fresh)
+        """How the steps' state is kept (a partitioned daemon worker's keeps it per partition)."""
         self.positions: dict[str, int] = {}
         """Events of each source processed so far (restored from the last commit on open)."""
         self.runs: dict[str, str] = {}
