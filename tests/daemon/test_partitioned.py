@@ -264,3 +264,32 @@ def test_kill_minus_nine_of_the_daemon_mid_stream_with_other_workers_each_time(t
         else:
             d.kill()
     check(tmp_path, events)
+
+
+def test_an_event_that_does_not_fit_the_declared_schema_is_reported_once_by_two_workers(tmp_path):
+    """Every worker reads every entry; only the entry's owner reports what is wrong in it (a malformed event, a
+    failing event time), so the daemon's log says it once."""
+    import httpx
+
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(PIPELINE.format(out=tmp_path / "out", late=tmp_path / "late").replace(
+        "version: 1\n", 'version: 1\nsources: [{id: http, type: http, schema: "k STRING, t BIGINT, v BIGINT"}]\n'))
+    events = [{"k": f"k{i % 5}", "t": i, "v": 1} for i in range(200)]
+    events[77] = {"k": "k2", "t": 77, "v": "seven"}
+    events.append({"k": "end", "t": 1000, "v": 0})
+    d = DaemonProcess(path, tmp_path / "data", "--workers", "2", "--commit-interval", "0.05")
+    try:
+        client = httpx.Client(base_url=d.url, timeout=30)
+        for start in range(0, len(events), 20):
+            response = client.post("/v1/events", content=json.dumps(events[start:start + 20]),
+                                   headers={"content-type": "application/json"})
+            assert response.status_code == 202, response.text
+        wait_for(lambda: client.get("/v1/queue").json()["queued_events"] == 0, 120, "every event delivered")
+        wait_for(lambda: "field v is declared BIGINT" in d.log(), 30, "the malformed event reported")
+        client.close()
+    finally:
+        d.signal(signal.SIGTERM)
+        d.wait(60)
+    assert d.log().count('field v is declared BIGINT but holds "seven"') == 1, d.log()
+    kept = [e for i, e in enumerate(events) if i != 77]
+    assert results(tmp_path / "out") == expected(kept)[0]

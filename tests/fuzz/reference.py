@@ -10,12 +10,12 @@ to Spark's each time both run; never by the engine's compiler.
 
 What it covers, and what it leaves to the other oracles:
 
-- chains of any length of ``filter``, ``gate``, ``annotate``, ``transform`` (``set``, ``rename``, ``drop``,
-  ``keep``), ``tee`` (with ``set`` and ``keep``: its sink's records are compared too), ``dedupe`` and
-  ``aggregate`` in any order, any of them with a ``when``, ending in at most one tumbling
-  ``window`` or one event-time ``complete`` (last: what follows a window sees its results in the order the
-  engine closes windows, which is not part of the documented semantics, and a completion's time-out record has
-  no fields for the steps after it to read);
+- chains of any length of ``filter``, ``gate``, ``annotate``, ``transform`` (``set``, ``rename``, ``drop``, ``keep``),
+  ``tee`` (with ``set`` and ``keep``: its sink's records are compared too), ``dedupe`` and ``aggregate`` in any order,
+  any of them with a ``when``, ending in at most one ``window`` (tumbling; over events in time order also sliding or
+  session, with or without a key) or one ``complete`` (last: what follows a window sees its results in the order the
+  engine closes windows, which is not part of the documented semantics, and a completion's time-out record has no
+  fields for the steps after it to read);
 - events with numbers or NULL in ``x`` and keys from a small set or NULL, and in a third of the cases text in
   ``x`` (``TEXTS_IN_X``: a number's text or none), which docs/expressions.md casts to BIGINT beside an integer and to
   DOUBLE beside a fraction and in ``sum``/``avg``: an event whose text cannot be cast fails the step that reads it
@@ -55,10 +55,11 @@ What it covers, and what it leaves to the other oracles:
   docs/spark.md, Differences);
 - a continuous Spark job (``Case.continuous``: segments arriving one at a time, an input that never ends):
   ``reference_outputs(..., ends=False)`` gives what the query's last watermark closed;
-- not yet: failing values under a declared ``schema`` (Spark reads a declared field at its type, the local engine
-  as it came: ``cases/a-declared-double-field-holding-text-and-a-boolean.yaml``, a known defect), and distinct
-  counts of text beside numbers (the text ``'1'`` and the number 1 are two values locally; Spark reads a field of
-  both kinds at one type).
+- text in ``x`` under the declared ``schema`` (``x DOUBLE``): such an event is malformed input on both engines,
+  skipped before any step (``fits_the_schema``; it was a defect: Spark cast the text where the local engine failed
+  it, ``cases/a-declared-double-field-holding-text-and-a-boolean.yaml``);
+- not yet: distinct counts of text beside numbers (the text ``'1'`` and the number 1 are two values locally;
+  Spark reads a field of both kinds at one type).
 
 ``reference_vs_engines`` compares its records, order aside and numbers by value, with the local engine's and (given
 a Spark session) with Spark's.
@@ -66,6 +67,7 @@ a Spark session) with Spark's.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import operator
@@ -243,7 +245,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
         events = draw(st.permutations(events))
     # half the typed in-order cases run on Spark as a continuous job: with short delays, for its watermark to close
     # windows and completions before the input stops (their types declared: it starts on the first segment alone)
-    continuous = in_order and not text_in_x and draw(st.booleans())
+    schema = draw(st.sampled_from(["", SCHEMA]))  # with text in x: events that do not fit it are malformed
+    continuous = in_order and schema == SCHEMA and draw(st.booleans())
     watermarks = st.sampled_from([WATERMARK] if in_order and not continuous else ["0s", "2s", "5s"])
     kinds = draw(st.lists(st.sampled_from(STEPS), max_size=3))
     last = draw(st.sampled_from(["window", "complete", None]))
@@ -313,7 +316,15 @@ def reference_cases(draw: st.DrawFn) -> Case:
             if kind == "aggregate":
                 config["into"] = f"st{i}"
             else:
-                config.update(tumbling=draw(st.sampled_from(["5s", "10s", "30s"])), watermark=draw(watermarks))
+                shape = draw(st.sampled_from(["tumbling", "sliding", "session"]) if in_order else st.just("tumbling"))
+                if shape == "tumbling":
+                    config["tumbling"] = draw(st.sampled_from(["5s", "10s", "30s"]))
+                elif shape == "sliding":
+                    config.update(sliding=draw(st.sampled_from(["10s", "30s"])),
+                                  every=draw(st.sampled_from(["5s", "10s"])))
+                else:
+                    config["session"] = draw(st.sampled_from(["3s", "5s", "10s"]))
+                config["watermark"] = draw(watermarks)
         steps.append({kind: config})
     envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
     files = draw(st.integers(1, 3))
@@ -322,9 +333,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
         return Case(steps, events, sorted(set(sinks)), sorted(envelopes), files, draw(st.lists(
             st.integers(1, max(1, len(events) - 1)), max_size=3, unique=True)) if len(events) > 1 else [],
                     schema=SCHEMA, tables={TABLE: REGIONS} if "lookup" in kinds else {}, continuous=True)
-    return Case(steps, events, sorted(set(sinks)), sorted(envelopes), files,
-                *draw(arrivals(len(events))), schema="" if text_in_x else draw(st.sampled_from(["", SCHEMA])),
-                tables={TABLE: REGIONS} if "lookup" in kinds else {})
+    return Case(steps, events, sorted(set(sinks)), sorted(envelopes), files, *draw(arrivals(len(events))),
+                schema=schema, tables={TABLE: REGIONS} if "lookup" in kinds else {})
 
 
 TABLE = "regions.json"
@@ -638,7 +648,8 @@ def run_complete(events: list[Event], key: str, parts: dict[str, str], timeout: 
 
 
 def _iso(seconds: int) -> str:
-    return f"1970-01-01T00:{seconds // 60:02d}:{seconds % 60:02d}Z"
+    """A window bound as a result writes it (a sliding window's first ones start before the epoch)."""
+    return (datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def on_time(events: list[Event], size: int, delay: int, batches: list[int] | None) -> list[Event]:
@@ -655,20 +666,44 @@ def on_time(events: list[Event], size: int, delay: int, batches: list[int] | Non
     return taken
 
 
-def run_window(events: list[Event], keys: list[str], size: int, aggs: dict[str, str], step: str = "w",
+def run_window(events: list[Event], keys: list[str], shape: dict[str, str], aggs: dict[str, str], step: str = "w",
                closed_by: float = math.inf) -> list[Event]:
-    """One record per key and tumbling window ``[start, start + size)`` (aligned to the epoch) holding events, with
-    the id docs/state.md gives it: ``<step>:<window start µs>:<key JSON>``. At the end of the input every window
+    """docs/state.md, ``window``: one record per key and window holding events, with the id docs/state.md gives it
+    (``<step>:<window start µs>:<key JSON>``). Windows are aligned to the epoch: a tumbling window of size S holds
+    ``start <= t < start + S``, ``start`` a multiple of S; a sliding one of size S ``every`` E the same with
+    ``start`` a multiple of E (an event in each of them); a session runs from its first event to ``session`` (the
+    gap) after its last, and a key's sessions that overlap or touch are one. At the end of the input every window
     closes; where the input does not end, those whose end is at or before ``closed_by``."""
-    groups: dict[tuple[tuple[Any, ...], int], list[Event]] = {}
+    groups: dict[tuple[tuple[Any, ...], int, int], list[Event]] = {}
+    by_key: dict[tuple[Any, ...], list[Event]] = {}
     for e in events:
-        groups.setdefault((tuple(e.get(k) for k in keys), e[TIME] - e[TIME] % size), []).append(e)
+        by_key.setdefault(tuple(e.get(k) for k in keys), []).append(e)
+    for key, members in by_key.items():
+        if "session" in shape:
+            gap = _seconds(shape["session"])
+            sessions: list[tuple[int, int, list[Event]]] = []
+            for e in sorted(members, key=lambda e: e[TIME]):
+                if sessions and e[TIME] <= sessions[-1][1]:  # overlaps or touches the session before
+                    first, end, held = sessions[-1]
+                    sessions[-1] = (first, max(end, e[TIME] + gap), [*held, e])
+                else:
+                    sessions.append((e[TIME], e[TIME] + gap, [e]))
+            for first, end, held in sessions:
+                groups[key, first, end] = held
+            continue
+        size = _seconds(shape.get("tumbling") or shape["sliding"])
+        every = _seconds(shape.get("every") or shape.get("tumbling") or shape["sliding"])
+        for e in members:
+            start = e[TIME] - e[TIME] % every
+            while start > e[TIME] - size:
+                groups.setdefault((key, start, start + size), []).append(e)
+                start -= every
     out = []
-    for (key, start), group in groups.items():
-        if start + size > closed_by:
+    for (key, start, end), group in groups.items():
+        if end > closed_by:
             continue
         record: Event = dict(zip(keys, key, strict=True))
-        record.update(window_start=_iso(start), window_end=_iso(start + size))
+        record.update(window_start=_iso(start), window_end=_iso(end))
         record[ID] = f"{step}:{start * 1_000_000}:{json.dumps(list(key), separators=(',', ':'), ensure_ascii=False)}"
         xs = [g.get("x") for g in group]
         record.update({name: _aggregate(xs, len(group), spec) for name, spec in aggs.items()})
@@ -822,6 +857,9 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
             e[BATCH] = n if case.micro_batches or case.continuous else 0  # else Spark reads every segment in one
             # docs/pipeline-file.md, Events: <source id>:<file>:<line>, or the envelope's own id
             e[ID] = f"up:{i}" if i in case.envelopes else f"spool:part-{n + 1}.ndjson:{line}"
+    # docs/pipeline-file.md, Sources: an event whose declared field holds a value of another kind is malformed
+    # input on both engines (reported and skipped before any step)
+    events = [e for e in events if fits_the_schema(e, case.schema)]
     sinks: dict[str, list[Event]] = {}
     query_watermark = -math.inf
     for step in case.steps:
@@ -869,10 +907,10 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
                                     closed, processing)
         else:
             def run(es: list[Event], c: dict[str, Any] = config, closed: float = closed_by) -> list[Event]:
-                size = _seconds(c["tumbling"])
-                batches = [e[BATCH] for e in es] if per_micro_batch else None
-                taken = on_time(es, size, _seconds(c["watermark"]), batches)
-                return run_window(taken, c["key"], size, c["aggs"], c["id"], closed)
+                if "tumbling" in c:  # lateness: tumbling windows only (the sliding and session cases keep order)
+                    batches = [e[BATCH] for e in es] if per_micro_batch else None
+                    es = on_time(es, _seconds(c["tumbling"]), _seconds(c["watermark"]), batches)
+                return run_window(es, c["key"], c, c["aggs"], c["id"], closed)
         if any(errors):  # the failed events go to the step's on_error: dropped (skip), reported (fail) or to a sink
             target = config.get("on_error", "fail")
             if target != "skip":
@@ -883,6 +921,23 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
     hidden = (BATCH, TIME, INDEX)
     return {route: [{k: v for k, v in e.items() if k not in hidden} for e in records]
             for route, records in {"": events, **sinks}.items()}
+
+
+def fits_the_schema(event: Event, schema: str) -> bool:
+    """Whether each field ``schema`` declares (``"t BIGINT, k STRING, x DOUBLE"``) holds NULL, nothing, or a value
+    of its type's kind: an integer for BIGINT, a number for DOUBLE, text for STRING."""
+    for column in filter(None, (c.strip() for c in schema.split(","))):
+        name, kind = column.split()
+        value = event.get(name)
+        if value is None:
+            continue
+        if kind.upper() == "STRING" and not isinstance(value, str):
+            return False
+        if kind.upper() in ("BIGINT", "DOUBLE") and (isinstance(value, bool) or not isinstance(value, int | float)):
+            return False
+        if kind.upper() == "BIGINT" and not isinstance(value, int):
+            return False
+    return True
 
 
 TIME = "__time"
@@ -916,10 +971,10 @@ def reference_applies(case: Case) -> bool:
 
 
 def _takes_text_in_x(case: Case) -> bool:
-    """The case may have text in ``x`` (``reference_cases``' ``text_in_x``): untyped, dedupes by ``k`` and
+    """The case may have text in ``x`` (``reference_cases``' ``text_in_x``): it dedupes by ``k`` and
     aggregates ``AGGREGATES_OF_TEXT``."""
     configs = [next(iter(s.items())) for s in case.steps]
-    return (case.schema == "" and all(c.get("on_error", "fail") in ("skip", DEAD, "fail") for _, c in configs)
+    return (all(c.get("on_error", "fail") in ("skip", DEAD, "fail") for _, c in configs)
             and all((kind != "dedupe" or c["key"] == "k")
                     and all(a in AGGREGATES_OF_TEXT for a in c.get("aggs", {}).values()) for kind, c in configs))
 
@@ -944,9 +999,15 @@ def _step_applies(kind: str, config: dict[str, Any]) -> bool:
         return bool(config["key"] in ("k", "x"))
     if kind in ("aggregate", "window"):
         return (all(a in AGGREGATES for a in config["aggs"].values()) and all(k == "k" for k in config["key"])
-                and (kind == "aggregate" or ("tumbling" in config and "when" not in config)))
+                and (kind == "aggregate" or (_window_shape(config) and "when" not in config)))
     return bool(kind == "complete" and config["key"] == "k" and all(c in conditions for c in config["parts"].values())
                 and (config.get("time", "event") == "event" or _seconds(config["timeout"]) >= 3600))
+
+
+def _window_shape(config: dict[str, Any]) -> bool:
+    """A tumbling window, or a sliding or session one (``reference_cases`` draws them over events in order)."""
+    shapes = [s for s in ("tumbling", "sliding", "session") if s in config]
+    return shapes in (["tumbling"], ["sliding"], ["session"]) and ("every" in config) == (shapes == ["sliding"])
 
 
 def _events_apply(case: Case, text_in_x: bool) -> bool:

@@ -32,6 +32,14 @@ def checked_by(parse: Callable[[str], object]) -> Callable[[str], str]:
     return check
 
 
+def _readable_schema(ddl: str | None) -> str | None:
+    from edgewise.schema import declared_columns
+
+    if ddl is not None:
+        declared_columns(ddl)  # a ValueError says which column cannot be read
+    return ddl
+
+
 def _compile(text: str) -> object:
     from edgewise.expr.compiler import compile_expression
     from edgewise.expr.tree_cache import parse_node
@@ -109,10 +117,11 @@ class SourceConfig(Model):
 
     id: Id
     type: str
-    declared_schema: str | None = Field(
-        None, alias="schema", description="Spark engine: a DDL schema of the events' top-level fields (\"speed "
-        "DOUBLE, line STRING\"); field references read those types. Without it the types come from the input "
-        "data (see docs/spark.md)")
+    declared_schema: Annotated[str | None, AfterValidator(_readable_schema)] = Field(
+        None, alias="schema", description="a DDL schema of the events' top-level fields (\"speed DOUBLE, line "
+        "STRING\"): Spark reads field references at those types, and on both engines an event whose declared "
+        "field holds a value of another kind (text in a DOUBLE, a number in a STRING) is malformed input. Without "
+        "it Spark takes the types from the input data (see docs/spark.md)")
     idle_timeout: Duration | None = Field(
         None, description="edge daemon: once every source has been quiet this long, event time moves on with "
         "processing time, so windows close and event-time completions time out (default 30s; 0: never)")

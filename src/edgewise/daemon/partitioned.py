@@ -88,6 +88,7 @@ class PartitionedWorker(Worker):
     def _run_share(self, entries: list[Entry], share: tuple[str, frozenset[int], bool] | None) -> None:
         assert share is not None
         self.share.owned, self.share.entries = share[1], share[2]
+        self.engine.reports_input = share[2]  # every worker reads the entry: its owner reports what is wrong in it
         self._run(entries)
 
     def _sink_failed(self, exc: SinkError, letters_before: int) -> None:

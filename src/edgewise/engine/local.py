@@ -34,6 +34,7 @@ from edgewise.engine.resume import ResumePoint
 from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
+from edgewise.schema import Column, checked_columns, misfit
 from edgewise.sinks.base import LivePublisher, Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
 from edgewise.sources.base import Heartbeat, Source, SourceContext, new_run_id
@@ -104,8 +105,15 @@ class LocalEngine:
         self.instrument = instrument
         self.live = live
         """The daemon's live channels, for ``live`` sinks (None outside the daemon)."""
-        self.head: FusedHead | None = head_of(plan, [steps for _, steps, _ in self.pipelines])
-        """The only pipeline's first steps fused with decoding (``fused.py``), where they can be."""
+        self.reports_input = True
+        """Whether problems of the input it is given (malformed events, a failing event time) are this engine's to
+        count and report: a partitioned daemon worker reads every queue entry and reports only its own entries'."""
+        self.declared = {s.id: columns for s in plan.sources
+                         if s.declared_schema and (columns := checked_columns(s.declared_schema))}
+        """The fields each source's ``schema`` declares, whose values are held to it (``edgewise/schema.py``)."""
+        self.head: FusedHead | None = None if self.declared else head_of(plan, [s for _, s, _ in self.pipelines])
+        """The only pipeline's first steps fused with decoding (``fused.py``), where they can be (not where a
+        schema is declared: its events are checked before any step)."""
         self.idleness = Idleness(idle_timeouts or {}, {s.id: s.idle_speed for s in plan.sources})
         """Event time that moves on while every source is quiet (the daemon's ``idle_timeout``s; ``idle.py``)."""
         self._last_commit_us = 0
@@ -134,7 +142,10 @@ class LocalEngine:
         return ctx
 
     def ingest(self, batch: Batch) -> Batch:
-        """Count the batch in and give it its event times."""
+        """Hold the batch to its source's declared schema, count it in and give it its event times."""
+        columns = self.declared.get(batch.source)
+        if columns and len(batch):
+            batch = self._declared_fit(batch, columns)
         read = events_read(batch)
         if isinstance(batch, HeadBatch):
             for step_id, counter, n in batch.counts:
@@ -146,10 +157,22 @@ class LocalEngine:
             return batch
 
         def failed(i: int, exc: Exception) -> None:
-            self.ctx.stats.failed += 1
-            self.ctx.report(f"event {batch.ids()[i]}: event_time failed: {exc}")
+            if self.reports_input:
+                self.ctx.stats.failed += 1
+                self.ctx.report(f"event {batch.ids()[i]}: event_time failed: {exc}")
 
         return assign_event_times(batch, self.plan.event_time, failed)
+
+    def _declared_fit(self, batch: Batch, columns: list[Column]) -> Batch:
+        """The events that fit the declared schema; each other one is malformed input (reported and skipped)."""
+        problems = [misfit(p, columns) for p in batch.payloads]
+        if not any(problems):
+            return batch
+        ids = batch.ids()
+        for i, problem in enumerate(problems):
+            if problem is not None:
+                self._malformed(f"{ids[i]}: {problem}")
+        return batch.select([problem is None for problem in problems])
 
     def run_pipelines(self, batch: Batch) -> dict[str, Batch]:
         """Run every pipeline on the batch and deliver the results; returns them by pipeline id. A fused head's
@@ -336,8 +359,9 @@ class LocalEngine:
             self.commit()
 
     def _malformed(self, message: str) -> None:
-        self.ctx.stats.malformed += 1
-        self.ctx.report(f"malformed record skipped: {message}")
+        if self.reports_input:
+            self.ctx.stats.malformed += 1
+            self.ctx.report(f"malformed record skipped: {message}")
 
 
 def _base(plan: Plan) -> BuildContext:

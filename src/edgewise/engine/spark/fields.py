@@ -242,28 +242,9 @@ def types_from_variant_schema(text: str | None) -> FieldTypes:
 
 def types_from_ddl(ddl: str) -> FieldTypes:
     """A declared schema (``"speed DOUBLE, pos STRUCT<lat: DOUBLE>"``): top-level fields at their DDL types."""
+    from edgewise.schema import declared_columns
+
     types = FieldTypes()
-    depth = 0
-    start = 0
-    parts: list[str] = []
-    for i, ch in enumerate(ddl):
-        if ch in "<(":
-            depth += 1
-        elif ch in ">)":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(ddl[start:i])
-            start = i + 1
-    parts.append(ddl[start:])
-    for part in parts:
-        part = part.strip()
-        if not part:
-            continue
-        m = re.match(r"(`(?:[^`]|``)+`|[A-Za-z_][A-Za-z0-9_]*)\s*:?\s+(.+)$", part, re.S)
-        if not m:
-            raise ValueError(f"cannot read the schema column {part!r}; expected `name TYPE`")
-        name = m.group(1)
-        if name.startswith("`"):
-            name = name[1:-1].replace("``", "`")
-        types.set([name], m.group(2).strip().lower())
+    for name, declared_type in declared_columns(ddl):
+        types.set([name], declared_type)
     return types

@@ -20,8 +20,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from edgewise.engine.spark import frame as F
-from edgewise.engine.spark.sql import SOURCE
+from edgewise.engine.spark.sql import SOURCE, json_path
 from edgewise.errors import ConfigError, EdgewiseError
+from edgewise.schema import BOOLEAN, INTEGER, NUMBER, TEXT, checked_columns
+from edgewise.schema import Column as DeclaredColumn
 from edgewise.sources.link import HEARTBEAT
 
 if TYPE_CHECKING:
@@ -145,7 +147,43 @@ def is_object_sql(parsed: str, line: str, envelope: str) -> str:
 
 def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
                  max_files: int | None = None, line_ids: bool = True) -> DataFrame:
-    """The events of one source, for a plan ``check_plan`` accepted (``SparkJob`` runs it first)."""
+    """The events of one source, for a plan ``check_plan`` accepted (``SparkJob`` runs it first), held to its
+    declared schema."""
+    df = _read_frame(spark, plan, source, checkpoint, max_files=max_files, line_ids=line_ids)
+    columns = checked_columns(source.declared_schema) if source.declared_schema else []
+    return held_to_schema(df, columns) if columns else df
+
+
+_KIND_SQL = {
+    INTEGER: "{k} = 'BIGINT'",  # a JSON integer in BIGINT's range (beyond it, or 3.0, is a DECIMAL in a VARIANT)
+    NUMBER: "({k} IN ('BIGINT', 'DOUBLE', 'FLOAT') OR {k} LIKE 'DECIMAL%')",
+    TEXT: "{k} = 'STRING'",
+    BOOLEAN: "{k} = 'BOOLEAN'",
+}
+"""SQL testing a VARIANT's ``schema_of_variant`` (``{k}``) for each kind of value a declaration takes."""
+
+
+def held_to_schema(df: DataFrame, columns: list[DeclaredColumn]) -> DataFrame:
+    """``df`` with every event whose declared field holds a value of another kind routed as malformed, its record
+    saying which field and value (``edgewise/schema.py``: the local engine skips the same events)."""
+    from pyspark.sql import functions as f
+
+    cases = []
+    for column in columns:
+        value = f"variant_get({SOURCE}, {F.quote(json_path([column.name]))}, 'VARIANT')"
+        kind = f"schema_of_variant({value})"
+        said = F.quote(f"field {column.name} is declared {column.type.upper()} but holds ")
+        cases.append(f"WHEN {value} IS NOT NULL AND {kind} <> 'VOID' AND NOT {_KIND_SQL[column.kind].format(k=kind)} "
+                     f"THEN concat({said}, to_json({value}))")
+    misfit = f"CASE WHEN {F.LIVE} THEN CASE {' '.join(cases)} END END"
+    return (df.withColumn("_misfit", f.expr(misfit))
+              .withColumn("_to", f.expr(f"CASE WHEN _misfit IS NULL THEN _to ELSE {F.quote(F.MALFORMED)} END"))
+              .withColumn("_record", f.expr("coalesce(_misfit, _record)"))
+              .drop("_misfit"))
+
+
+def _read_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
+                max_files: int | None = None, line_ids: bool = True) -> DataFrame:
     kind = source.type
     if kind == "file":
         from edgewise.engine.local import _base

@@ -134,10 +134,12 @@ def _checked_read(base: str, path: str, spark_type: str, parts: list[str]) -> st
     misfit = SAMPLED_MISFITS[spark_type].format(kind=f"schema_of_variant({value})")
     name = ".".join(parts)
     message = f"field {name} was typed {spark_type.upper()} from a sample of the input, but an event holds "
-    ddl = "DOUBLE" if spark_type == "bigint" else "STRING"  # STRING: every value read as its JSON text
+    ddl = "DOUBLE" if spark_type == "bigint" else "STRING"
     for part in reversed(parts[1:]):
         ddl = f"STRUCT<{part}: {ddl}>"
-    advice = f'; declare its type on the source (schema: "{parts[0]} {ddl}") and run again'
+    # a declared STRING takes text only: an event holding a number there is then malformed input (schema.py)
+    then = "" if spark_type == "bigint" else "; an event holding another kind of value there is then malformed"
+    advice = f'; declare its type on the source (schema: "{parts[0]} {ddl}"{then}) and run again'
 
     # the check wraps the VARIANT read from, not the read: the read keeps the form the rest of the compiler
     # recognises (``is_text``, ``_guard``)

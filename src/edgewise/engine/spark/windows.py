@@ -187,7 +187,10 @@ def compile_window(stage: Stage, step: WindowStep, routes_from: DataFrame | None
             post[column] = (f"map_from_entries(transform(array_distinct({column}), "
                             f"v -> struct(v, size(filter({column}, y -> y = v)))))")
         post.setdefault(column, column)
-    grouped = df.groupBy(window.alias("_w"), *[f.col(c) for _, c, _, _ in key_columns]).agg(*aggs)
+    by = [f.col(c) for _, c, _, _ in key_columns]
+    if step.sessions and not by:  # Spark refuses a session window alone ("global aggregation"): one group for all
+        df, by = df.withColumn("_one_group", f.lit(0)), [f.col("_one_group")]
+    grouped = df.groupBy(window.alias("_w"), *by).agg(*aggs)
     for column, sql in post.items():
         grouped = grouped.withColumn(column, f.expr(sql))
     # the result's fields, each a VARIANT column of its own: the layout holds them all (``frame.py``)

@@ -1,0 +1,59 @@
+"""The declared schema's check on Spark (``sources.held_to_schema``: Spark's own ``schema_of_variant`` of each
+value) against the local engine's (``edgewise/schema.misfit``: Python's types of the decoded JSON), value by value,
+over every checked type and JSON values of every kind, the edge ones first (3.0 and -0.0 are DECIMAL(1,0) in a
+VARIANT; 2^63 is no BIGINT)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgewise.schema import checked_columns, misfit
+
+TYPES = ["BIGINT", "INT", "DOUBLE", "FLOAT", "DECIMAL(10,2)", "STRING", "VARCHAR(5)", "BOOLEAN"]
+EDGE_VALUES = ["1", "-7", "3.0", "-0.0", "2.5", "1e3", "1.5e300", str(2 ** 63 - 1), str(2 ** 63), str(-(2 ** 63)),
+               str(2 ** 70), '"7"', '"2.5"', '""', '"true"', "true", "false", "null", "{}", '{"a": 1}', "[]", "[1]"]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner, max_size=2),
+    max_leaves=3).map(lambda v: orjson.dumps(v).decode())
+
+
+def _verdicts(spark: Any, values: list[str]) -> list[tuple[str, str, bool, bool]]:
+    """(value, declared type, fits locally, fits on Spark) for each checked type and JSON value."""
+    from edgewise.engine.spark.sources import held_to_schema
+
+    cases = [(t, v) for t in TYPES for v in values]
+    frame = spark.createDataFrame([(i, t, '{"v": ' + v + "}") for i, (t, v) in enumerate(cases)],
+                                  "i BIGINT, t STRING, line STRING")
+    on_spark: dict[int, bool] = {}
+    for declared in TYPES:
+        chosen = frame.where(frame.t == declared).selectExpr("i", "parse_json(line) AS _src", "'' AS _to",
+                                                              "CAST(NULL AS STRING) AS _record")
+        checked = held_to_schema(chosen, checked_columns(f"v {declared}"))
+        on_spark.update({r["i"]: r["_to"] == "" for r in checked.select("i", "_to").collect()})
+    return [(v, t, misfit({"v": orjson.loads(v)}, checked_columns(f"v {t}")) is None, on_spark[i])
+            for i, (t, v) in enumerate(cases)]
+
+
+def _disagreements(spark: Any, values: list[str]) -> list[tuple[str, str, bool, bool]]:
+    return [v for v in _verdicts(spark, values) if v[2] != v[3]]
+
+
+def test_both_engines_take_the_same_edge_values_for_each_declared_type(spark: Any) -> None:
+    assert not _disagreements(spark, EDGE_VALUES)
+    # and the verdicts are not all alike: each type takes some of them and refuses others
+    verdicts = _verdicts(spark, EDGE_VALUES)
+    for declared in TYPES:
+        taken = {value for value, t, fit, _ in verdicts if t == declared and fit}
+        assert "null" in taken and 1 < len(taken) < len(EDGE_VALUES), (declared, taken)
+
+
+@settings(max_examples=5, deadline=None, derandomize=True)
+@given(values=st.lists(json_values, min_size=20, max_size=40))
+def test_both_engines_take_the_same_generated_values(spark: Any, values: list[str]) -> None:
+    assert not _disagreements(spark, values)
