@@ -13,7 +13,17 @@ from pathlib import Path
 import pytest
 
 from edgewise.errors import ConfigError
-from edgewise.schema import BOOLEAN, INTEGER, NUMBER, TEXT, checked_columns, declared_columns, fits, kind_of
+from edgewise.schema import (
+    BOOLEAN,
+    INTEGER,
+    NUMBER,
+    TEXT,
+    checked_columns,
+    declared_columns,
+    fits,
+    held_columns,
+    kind_of,
+)
 
 PIPELINE = """\
 version: 1
@@ -72,3 +82,14 @@ def test_an_unreadable_schema_is_refused_at_load_with_its_place(tmp_path: Path) 
     with pytest.raises(ConfigError) as caught:
         load_text_plan(text, file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path))
     assert "p.yaml:3" in str(caught.value) and "cannot read the schema column" in str(caught.value)
+
+
+def test_only_sources_whose_events_come_as_json_are_held_to_it(tmp_path: Path) -> None:
+    from edgewise.config import load_text_plan
+
+    text = ('version: 1\nsources:\n  - {id: j, type: file, path: a.ndjson, schema: "x DOUBLE"}\n'
+            '  - {id: c, type: file, path: a.csv, format: csv, schema: "x DOUBLE"}\n'
+            '  - {id: h, type: http, schema: "x DOUBLE, at TIMESTAMP"}\n'
+            "pipelines: [{id: p, steps: []}]\n")
+    plan = load_text_plan(text, file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path))
+    assert {s.id: [c.name for c in held_columns(s)] for s in plan.sources} == {"j": ["x"], "c": [], "h": ["x"]}

@@ -84,6 +84,16 @@ def checked_columns(ddl: str) -> list[Column]:
     return [Column(name, t, kind) for name, t in declared_columns(ddl) if (kind := kind_of(t)) is not None]
 
 
+def held_columns(source: Any) -> list[Column]:
+    """The declared fields a source's events are held to: those of its ``schema`` whose values are checked, where
+    its events come as JSON (``ndjson``, ``json``, and sources without a format: http, mqtt, nats, generator). A
+    format that decodes text (csv, clf, regex, hfp) gives text in its fields, which Spark reads at the declared
+    type and the local engine as text: not checked (docs/pipeline-file.md, Sources)."""
+    if not source.declared_schema or getattr(source, "format", "ndjson") not in ("ndjson", "json"):
+        return []
+    return checked_columns(source.declared_schema)
+
+
 def fits(kind: str, value: Any) -> bool:
     """Whether a JSON value is of ``kind`` (NULL is of every kind)."""
     if value is None:

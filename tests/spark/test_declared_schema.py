@@ -5,13 +5,16 @@ VARIANT; 2^63 is no BIGINT)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgewise.schema import checked_columns, misfit
+from tests.spark.test_messy_input import _local, _spark
 
 TYPES = ["BIGINT", "INT", "DOUBLE", "FLOAT", "DECIMAL(10,2)", "STRING", "VARCHAR(5)", "BOOLEAN"]
 EDGE_VALUES = ["1", "-7", "3.0", "-0.0", "2.5", "1e3", "1.5e300", str(2 ** 63 - 1), str(2 ** 63), str(-(2 ** 63)),
@@ -57,3 +60,18 @@ def test_both_engines_take_the_same_edge_values_for_each_declared_type(spark: An
 @given(values=st.lists(json_values, min_size=20, max_size=40))
 def test_both_engines_take_the_same_generated_values(spark: Any, values: list[str]) -> None:
     assert not _disagreements(spark, values)
+
+
+@pytest.mark.xfail(strict=True, reason="known defect: a format that decodes text (csv, clf, regex) is not held to "
+                   "a declared type; Spark reads its text at that type, the local engine as text")
+def test_a_declared_type_over_csv_text_is_read_alike(spark: Any, tmp_path: Path) -> None:
+    """CSV cells are text. With ``x DOUBLE`` declared, Spark reads ``'2.5'`` as 2.5 and keeps it for ``x > 0``;
+    the local engine compares the text with an integer, casts it to BIGINT and fails it. Not checked yet (only
+    JSON-typed sources are, ``schema.held_columns``): the two engines must first read a declared type out of text
+    alike (a cast at decoding on both)."""
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "rows.csv").write_text("k,x\na,2.5\nb,7\nc,-1\n")
+    text = ('version: 1\nsources: [{id: rows, type: file, path: in, format: csv, schema: "k STRING, x DOUBLE"}]\n'
+            "pipelines:\n  - id: p\n    steps: [{filter: {id: f, where: \"x > 0\", on_error: skip}}]\n")
+    assert sorted(r["k"] for r in _spark(spark, text, tmp_path).values()) == sorted(
+        r["k"] for r in _local(text, tmp_path).values())

@@ -34,7 +34,7 @@ from edgewise.engine.resume import ResumePoint
 from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
-from edgewise.schema import Column, checked_columns, misfit
+from edgewise.schema import Column, held_columns, misfit
 from edgewise.sinks.base import LivePublisher, Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
 from edgewise.sources.base import Heartbeat, Source, SourceContext, new_run_id
@@ -108,8 +108,7 @@ class LocalEngine:
         self.reports_input = True
         """Whether problems of the input it is given (malformed events, a failing event time) are this engine's to
         count and report: a partitioned daemon worker reads every queue entry and reports only its own entries'."""
-        self.declared = {s.id: columns for s in plan.sources
-                         if s.declared_schema and (columns := checked_columns(s.declared_schema))}
+        self.declared = {s.id: columns for s in plan.sources if (columns := held_columns(s))}
         """The fields each source's ``schema`` declares, whose values are held to it (``edgewise/schema.py``)."""
         self.head: FusedHead | None = None if self.declared else head_of(plan, [s for _, s, _ in self.pipelines])
         """The only pipeline's first steps fused with decoding (``fused.py``), where they can be (not where a

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.sql import SOURCE, json_path
 from edgewise.errors import ConfigError, EdgewiseError
-from edgewise.schema import BOOLEAN, INTEGER, NUMBER, TEXT, checked_columns
+from edgewise.schema import BOOLEAN, INTEGER, NUMBER, TEXT, held_columns
 from edgewise.schema import Column as DeclaredColumn
 from edgewise.sources.link import HEARTBEAT
 
@@ -150,7 +150,7 @@ def source_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, 
     """The events of one source, for a plan ``check_plan`` accepted (``SparkJob`` runs it first), held to its
     declared schema."""
     df = _read_frame(spark, plan, source, checkpoint, max_files=max_files, line_ids=line_ids)
-    columns = checked_columns(source.declared_schema) if source.declared_schema else []
+    columns = held_columns(source)
     return held_to_schema(df, columns) if columns else df
 
 
