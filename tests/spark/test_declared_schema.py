@@ -33,12 +33,14 @@ def _verdicts(spark: Any, values: list[str]) -> list[tuple[str, str, bool, bool]
     cases = [(t, v) for t in TYPES for v in values]
     frame = spark.createDataFrame([(i, t, '{"v": ' + v + "}") for i, (t, v) in enumerate(cases)],
                                   "i BIGINT, t STRING, line STRING")
-    on_spark: dict[int, bool] = {}
-    for declared in TYPES:
+    checked = None
+    for declared in TYPES:  # one query for every type: a Spark job each would cost the suite seconds
         chosen = frame.where(frame.t == declared).selectExpr("i", "parse_json(line) AS _src", "'' AS _to",
                                                               "CAST(NULL AS STRING) AS _record")
-        checked = held_to_schema(chosen, checked_columns(f"v {declared}"))
-        on_spark.update({r["i"]: r["_to"] == "" for r in checked.select("i", "_to").collect()})
+        one = held_to_schema(chosen, checked_columns(f"v {declared}")).select("i", "_to")
+        checked = one if checked is None else checked.unionByName(one)
+    assert checked is not None
+    on_spark = {r["i"]: r["_to"] == "" for r in checked.collect()}
     return [(v, t, misfit({"v": orjson.loads(v)}, checked_columns(f"v {t}")) is None, on_spark[i])
             for i, (t, v) in enumerate(cases)]
 
@@ -48,15 +50,15 @@ def _disagreements(spark: Any, values: list[str]) -> list[tuple[str, str, bool, 
 
 
 def test_both_engines_take_the_same_edge_values_for_each_declared_type(spark: Any) -> None:
-    assert not _disagreements(spark, EDGE_VALUES)
-    # and the verdicts are not all alike: each type takes some of them and refuses others
     verdicts = _verdicts(spark, EDGE_VALUES)
+    assert not [v for v in verdicts if v[2] != v[3]]
+    # and the verdicts are not all alike: each type takes some of them and refuses others
     for declared in TYPES:
         taken = {value for value, t, fit, _ in verdicts if t == declared and fit}
         assert "null" in taken and 1 < len(taken) < len(EDGE_VALUES), (declared, taken)
 
 
-@settings(max_examples=5, deadline=None, derandomize=True)
+@settings(max_examples=3, deadline=None, derandomize=True)
 @given(values=st.lists(json_values, min_size=20, max_size=40))
 def test_both_engines_take_the_same_generated_values(spark: Any, values: list[str]) -> None:
     assert not _disagreements(spark, values)

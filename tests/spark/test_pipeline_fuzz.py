@@ -93,7 +93,7 @@ def test_a_late_event_per_micro_batch_equals_the_reference(spark: Any, micro_bat
     assert not reference_vs_engines(case, spark)
 
 
-@budget(3)
+@budget(2)
 @given(case=reference_cases().filter(lambda c: c.continuous))
 def test_a_continuous_job_equals_the_reference_interpreter(spark: Any, case: Case) -> None:
     """Issue 39, arrivals: a continuous job (no ``--once``) started on the first segment, the others arriving one
