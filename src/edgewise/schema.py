@@ -39,6 +39,11 @@ class Column:
     type: str
     kind: str
 
+    @property
+    def misfit_words(self) -> str:
+        """How a report of a value that does not fit begins (the value follows, as JSON), on both engines."""
+        return f"field {self.name} is declared {self.type.upper()} but holds "
+
 
 def declared_columns(ddl: str) -> list[tuple[str, str]]:
     """``(name, type)`` of each top-level field of a DDL schema (``"speed DOUBLE, pos STRUCT<lat: DOUBLE>"``), the
@@ -116,7 +121,7 @@ def misfit(payload: Any, columns: list[Column]) -> str | None:
     for column in columns:
         value = payload.get(column.name)
         if not fits(column.kind, value):
-            return f"field {column.name} is declared {column.type.upper()} but holds {_shown(value)}"
+            return column.misfit_words + _shown(value)
     return None
 
 

@@ -743,7 +743,7 @@ def step_failures(kind: str, config: dict[str, Any], events: list[Event], evalua
     elif kind == "spawn":  # docs/pipeline-file.md: it fails the event (a StepError)
         program = _program(config)
         for i in live:
-            if spawn_fails(program, config.get("into"), {k: v for k, v in events[i].items() if k[:2] != "__"}):
+            if spawn_fails(program, config.get("into"), events[i]):
                 errors[i] = "StepError"
     elif kind == "complete":  # an event without a key passes unchanged: its parts are not evaluated
         keys = evaluate(config["key"], [events[i] for i in live])
@@ -792,7 +792,7 @@ def spawn_argv(program: str) -> list[str]:
 def spawned(program: str, e: Event) -> tuple[str, Any]:
     """What ``SPAWNED[program]`` prints for ``e``, worked out by reading it rather than by running it: ``("fail",
     None)`` for a non-zero exit or output that is no JSON, ``("nothing", None)`` for no output, else ``("value",
-    the JSON value)``."""
+    the JSON value)``. The programs read ``k`` and ``x`` only (the reference's own ``__`` fields do not reach them)."""
     k, x = e.get("k"), e.get("x")
     if program == "into":
         if k == "b":
@@ -811,7 +811,7 @@ def run_spawn(events: list[Event], program: str, into: str | None) -> list[Event
     event the program fails, or whose output cannot replace it, failed the step: ``step_failures``.)"""
     out = []
     for e in events:
-        outcome, value = spawned(program, {k: v for k, v in e.items() if not k.startswith("__")})
+        outcome, value = spawned(program, e)
         if outcome == "nothing":
             out.append(e)
         elif into is not None:

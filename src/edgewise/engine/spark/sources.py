@@ -172,7 +172,7 @@ def held_to_schema(df: DataFrame, columns: list[DeclaredColumn]) -> DataFrame:
     for column in columns:
         value = f"variant_get({SOURCE}, {F.quote(json_path([column.name]))}, 'VARIANT')"
         kind = f"schema_of_variant({value})"
-        said = F.quote(f"field {column.name} is declared {column.type.upper()} but holds ")
+        said = F.quote(column.misfit_words)
         cases.append(f"WHEN {value} IS NOT NULL AND {kind} <> 'VOID' AND NOT {_KIND_SQL[column.kind].format(k=kind)} "
                      f"THEN concat({said}, to_json({value}))")
     misfit = f"CASE WHEN {F.LIVE} THEN CASE {' '.join(cases)} END END"
