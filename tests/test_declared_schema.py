@@ -1,7 +1,7 @@
 """A source's declared ``schema`` held to each event (edgewise/schema.py): an event whose declared field holds a
 value of another kind is malformed input, reported with its place and skipped before any step, on the local engine
 (here) and on Spark (tests/spark/test_sources_and_sinks.py); the two engines' verdicts agree value by value
-(tests/spark/test_declared_schema.py)."""
+(tests/spark/test_declared_schema.py). A format that decodes text reads its declared fields from text first."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,8 @@ from edgewise.schema import (
     fits,
     held_columns,
     kind_of,
+    read_as_declared,
+    reads_text,
 )
 
 PIPELINE = """\
@@ -84,7 +87,7 @@ def test_an_unreadable_schema_is_refused_at_load_with_its_place(tmp_path: Path) 
     assert "p.yaml:3" in str(caught.value) and "cannot read the schema column" in str(caught.value)
 
 
-def test_only_sources_whose_events_come_as_json_are_held_to_it(tmp_path: Path) -> None:
+def test_every_source_with_a_schema_is_held_to_it_and_text_formats_read_their_text_first(tmp_path: Path) -> None:
     from edgewise.config import load_text_plan
 
     text = ('version: 1\nsources:\n  - {id: j, type: file, path: a.ndjson, schema: "x DOUBLE"}\n'
@@ -92,4 +95,41 @@ def test_only_sources_whose_events_come_as_json_are_held_to_it(tmp_path: Path) -
             '  - {id: h, type: http, schema: "x DOUBLE, at TIMESTAMP"}\n'
             "pipelines: [{id: p, steps: []}]\n")
     plan = load_text_plan(text, file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path))
-    assert {s.id: [c.name for c in held_columns(s)] for s in plan.sources} == {"j": ["x"], "c": [], "h": ["x"]}
+    assert {s.id: [c.name for c in held_columns(s)] for s in plan.sources} == {"j": ["x"], "c": ["x"], "h": ["x"]}
+    assert [s.id for s in plan.sources if reads_text(s)] == ["c"]
+
+
+@pytest.mark.parametrize(("declared", "text", "value"), [
+    ("DOUBLE", "2.5", 2.5), ("DOUBLE", " 7 ", 7.0), ("DOUBLE", "-1e3", -1000.0), ("DOUBLE", ".5", 0.5),
+    ("DOUBLE", "", None), ("DOUBLE", "   ", None), ("BIGINT", "+7", 7), ("BIGINT", "007", 7),
+    ("BIGINT", str(2 ** 63 - 1), 2 ** 63 - 1), ("BOOLEAN", "TRUE", True), ("BOOLEAN", " no ", False),
+    ("STRING", " 2.5 ", " 2.5 "), ("DECIMAL(10,2)", "1.25", 1.25),
+])
+def test_a_declared_field_is_read_from_text(declared: str, text: str, value: Any) -> None:
+    payload = {"x": text, "other": "1"}
+    record, problem = read_as_declared(payload, checked_columns(f"x {declared}"))
+    assert problem is None and record == {"x": value, "other": "1"} and type(record["x"]) is type(value)
+    assert payload == {"x": text, "other": "1"}  # the decoded record is not changed in place
+
+
+@pytest.mark.parametrize(("declared", "value"), [
+    ("DOUBLE", "abc"), ("DOUBLE", "NaN"), ("DOUBLE", "Infinity"), ("DOUBLE", "1e400"), ("DOUBLE", "1_0"),
+    ("BIGINT", "1.5"), ("BIGINT", "7.0"), ("BIGINT", str(2 ** 63)), ("BOOLEAN", "maybe"), ("BIGINT", [1]),
+])
+def test_text_not_of_the_declared_kind_does_not_fit(declared: str, value: Any) -> None:
+    _, problem = read_as_declared({"x": value}, checked_columns(f"x {declared}"))
+    assert problem is not None and problem.startswith(f"field x is declared {declared} but holds ")
+
+
+def test_csv_cells_are_read_at_their_declared_types_and_bad_cells_are_reported(tmp_path: Path) -> None:
+    (tmp_path / "rows.csv").write_text("k,x\na,2.5\nb,abc\nc,\nd,-4\n")
+    (tmp_path / "p.yaml").write_text(
+        'version: 1\nsources: [{id: rows, type: file, path: rows.csv, format: csv, schema: "x DOUBLE"}]\n'
+        'pipelines: [{id: p, steps: [{filter: {id: f, where: "x > 0 OR x IS NULL"}}]}]\n')
+    done = subprocess.run([sys.executable, "-m", "edgewise", "run", "p.yaml"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [{"k": "a", "x": 2.5}, {"k": "c", "x": None}]
+    skipped = [line.split("malformed record skipped: ")[1] for line in done.stderr.splitlines()
+               if "malformed record skipped" in line]
+    assert skipped == ['rows:rows.csv:3: field x is declared DOUBLE but holds "abc"']
+    assert done.returncode != 0 and "Traceback" not in done.stderr

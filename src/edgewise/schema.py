@@ -8,10 +8,16 @@ is malformed input on both engines: reported with where it came from, counted an
 JSON is (issue 39: found by the reference interpreter's draw of text under a declared schema). NULL and a missing
 field fit every type. The primitive types are checked (integers, numbers, text, booleans); other declared types
 (timestamps, dates, arrays, structs, maps) are read as declared on Spark and not checked.
+
+A format that decodes text (csv, clf, regex, hfp) gives text in its fields. There a declared field's text is read
+at its declared type first, by ``read_as_declared`` on both engines (locally where the batch comes in, on Spark
+where the file is decoded): ``'2.5'`` in a DOUBLE field is 2.5, ``'7'`` in a BIGINT field is 7, an empty cell is
+NULL, and text that is not of the declared kind (``'abc'`` in a DOUBLE field) makes the record malformed.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -89,14 +95,18 @@ def checked_columns(ddl: str) -> list[Column]:
     return [Column(name, t, kind) for name, t in declared_columns(ddl) if (kind := kind_of(t)) is not None]
 
 
+TEXT_FORMATS = ("csv", "clf", "regex", "hfp")
+"""The formats that decode text: their fields' text is read at the declared type (``read_as_declared``)."""
+
+
 def held_columns(source: Any) -> list[Column]:
-    """The declared fields a source's events are held to: those of its ``schema`` whose values are checked, where
-    its events come as JSON (``ndjson``, ``json``, and sources without a format: http, mqtt, nats, generator). A
-    format that decodes text (csv, clf, regex, hfp) gives text in its fields, which Spark reads at the declared
-    type and the local engine as text: not checked (docs/pipeline-file.md, Sources)."""
-    if not source.declared_schema or getattr(source, "format", "ndjson") not in ("ndjson", "json"):
-        return []
-    return checked_columns(source.declared_schema)
+    """The declared fields a source's events are held to: those of its ``schema`` whose values are checked."""
+    return checked_columns(source.declared_schema) if source.declared_schema else []
+
+
+def reads_text(source: Any) -> bool:
+    """Whether the source decodes text (``TEXT_FORMATS``), so that its declared fields are read from text."""
+    return getattr(source, "format", "ndjson") in TEXT_FORMATS
 
 
 def fits(kind: str, value: Any) -> bool:
@@ -123,6 +133,53 @@ def misfit(payload: Any, columns: list[Column]) -> str | None:
         if not fits(column.kind, value):
             return column.misfit_words + _shown(value)
     return None
+
+
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+_NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_TRUE_TEXT = frozenset(("true", "t", "yes", "y", "1"))
+_FALSE_TEXT = frozenset(("false", "f", "no", "n", "0"))
+_NOT_READ = object()
+
+
+def _read_text(kind: str, text: str) -> Any:
+    """Text read as a value of ``kind`` (as Spark's cast reads it, less its special values: no NaN or Infinity):
+    an integer in BIGINT's range, a finite decimal number, a boolean word; blank text is NULL. ``_NOT_READ``
+    where the text is not of that kind."""
+    stripped = text.strip()
+    if not stripped:
+        return None
+    if kind == INTEGER and _INTEGER_TEXT.fullmatch(stripped):
+        number = int(stripped)
+        return number if _BIGINT_RANGE[0] <= number < _BIGINT_RANGE[1] else _NOT_READ
+    if kind == NUMBER and _NUMBER_TEXT.fullmatch(stripped):
+        real = float(stripped)
+        return real if math.isfinite(real) else _NOT_READ
+    if kind == BOOLEAN:
+        word = stripped.lower()
+        return True if word in _TRUE_TEXT else False if word in _FALSE_TEXT else _NOT_READ
+    return _NOT_READ
+
+
+def read_as_declared(payload: Any, columns: list[Column]) -> tuple[Any, str | None]:
+    """A decoded text record with each declared field's text read at its declared type: ``(record, None)``, or
+    ``(payload, why)`` where a field's value does not fit (text that is not of the declared kind, or a value of
+    another kind). The payload itself is left as it is."""
+    if not isinstance(payload, dict):
+        return payload, None
+    record = payload
+    for column in columns:
+        value = payload.get(column.name)
+        if isinstance(value, str) and column.kind != TEXT:
+            read = _read_text(column.kind, value)
+            if read is _NOT_READ:
+                return payload, column.misfit_words + _shown(value)
+            if record is payload:
+                record = dict(payload)
+            record[column.name] = read
+        elif not fits(column.kind, value):
+            return payload, column.misfit_words + _shown(value)
+    return record, None
 
 
 def _shown(value: Any) -> str:

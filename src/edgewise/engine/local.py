@@ -34,7 +34,7 @@ from edgewise.engine.resume import ResumePoint
 from edgewise.engine.state import StateRuntime
 from edgewise.errors import SinkError
 from edgewise.events import Batch
-from edgewise.schema import Column, held_columns, misfit
+from edgewise.schema import Column, held_columns, misfit, read_as_declared, reads_text
 from edgewise.sinks.base import LivePublisher, Sink, SinkContext, SinkRunner
 from edgewise.sinks.stdout import StdoutConfig, StdoutSink
 from edgewise.sources.base import Heartbeat, Source, SourceContext, new_run_id
@@ -110,6 +110,8 @@ class LocalEngine:
         count and report: a partitioned daemon worker reads every queue entry and reports only its own entries'."""
         self.declared = {s.id: columns for s in plan.sources if (columns := held_columns(s))}
         """The fields each source's ``schema`` declares, whose values are held to it (``edgewise/schema.py``)."""
+        self.read_from_text = {s.id for s in plan.sources if s.id in self.declared and reads_text(s)}
+        """The sources whose declared fields are read from text first (a format that decodes text: csv, ...)."""
         self.head: FusedHead | None = None if self.declared else head_of(plan, [s for _, s, _ in self.pipelines])
         """The only pipeline's first steps fused with decoding (``fused.py``), where they can be (not where a
         schema is declared: its events are checked before any step)."""
@@ -163,8 +165,14 @@ class LocalEngine:
         return assign_event_times(batch, self.plan.event_time, failed)
 
     def _declared_fit(self, batch: Batch, columns: list[Column]) -> Batch:
-        """The events that fit the declared schema; each other one is malformed input (reported and skipped)."""
-        problems = [misfit(p, columns) for p in batch.payloads]
+        """The events that fit the declared schema (their declared fields read from text first, where the source
+        decodes text); each other one is malformed input (reported and skipped)."""
+        if batch.source in self.read_from_text:
+            read = [read_as_declared(p, columns) for p in batch.payloads]
+            batch = batch.replace([record for record, _ in read])
+            problems = [problem for _, problem in read]
+        else:
+            problems = [misfit(p, columns) for p in batch.payloads]
         if not any(problems):
             return batch
         ids = batch.ids()

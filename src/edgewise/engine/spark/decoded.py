@@ -40,9 +40,11 @@ def decode_files(config: FileSourceConfig, root: str) -> Callable[[Iterator[pd.D
         import orjson
         import pandas as pd
 
+        from edgewise.schema import held_columns, read_as_declared, reads_text
         from edgewise.sources.file import FileSourceConfig, whole_file_records
 
         cfg = FileSourceConfig.model_validate_json(source_json)
+        declared = held_columns(cfg) if reads_text(cfg) else []
         for frame in frames:
             rows: list[tuple[str, Any, str | None, str | None]] = []
             for path, mtime, value in zip(frame["_path"], frame["_mtime"], frame["value"], strict=True):
@@ -51,7 +53,11 @@ def decode_files(config: FileSourceConfig, root: str) -> Callable[[Iterator[pd.D
                 problems: list[str] = []
                 for position, payload in whole_file_records((value or "").encode("utf-8"), cfg, name,
                                                             problems.append):
-                    rows.append((f"{cfg.id}:{name}:{position}", mtime, orjson.dumps(payload, default=str).decode(),
+                    record, misfit = read_as_declared(payload, declared) if declared else (payload, None)
+                    if misfit is not None:
+                        problems.append(f"{cfg.id}:{name}:{position}: {misfit}")
+                        continue
+                    rows.append((f"{cfg.id}:{name}:{position}", mtime, orjson.dumps(record, default=str).decode(),
                                  None))
                 rows += [(f"{cfg.id}:{name}", mtime, None, problem) for problem in problems]
             yield pd.DataFrame(rows, columns=["id", "mtime", "payload", "problem"])
