@@ -16,6 +16,8 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.test_cli import edgewise
 
@@ -298,3 +300,32 @@ def test_the_docs_pipeline_validates_and_entwines(tmp_path: Path) -> None:
     # the digest covers veh, spd and tst only: the two events differ in x alone, so their digests are equal
     assert entries[0]["digest"] == entries[1]["digest"] and [r["position"] for r in receipts] == [0, 1]
     assert _verify(str(tmp_path / "timelines" / "edge-a")).returncode == 0
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2 ** 63), 2 ** 63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_values)
+def test_the_canonical_json_is_the_one_the_docs_give(value: object) -> None:
+    """docs/entwine.md's canonical JSON, written out by hand from the docs (tests/fuzz/timeline_model.py), is the
+    engine's byte for byte: a verifier written elsewhere from the docs computes the same digests. (It found the docs
+    wrong: they gave ``1e-07`` where every digest holds ``1e-7``.)"""
+    from edgewise.entwine.canonical import canonical
+    from tests.fuzz.timeline_model import canonical_json
+
+    assert canonical(value).decode() == canonical_json(value)
+
+
+@pytest.mark.parametrize(("value", "text"), [
+    (1e-7, "1e-7"), (1.5e-6, "1.5e-6"), (1e-5, "0.00001"), (4.0, "4.0"), (-0.0, "-0.0"), (1e15, "1000000000000000.0"),
+    (1e16, "1e+16"), (1.5e16, "1.5e+16"), (5e-324, "5e-324"), (0.1, "0.1"), (123.25, "123.25")])
+def test_numbers_are_written_as_the_docs_say(value: float, text: str) -> None:
+    from edgewise.entwine.canonical import canonical
+    from tests.fuzz.timeline_model import number_text
+
+    assert number_text(value) == text == canonical(value).decode()

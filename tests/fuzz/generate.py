@@ -203,15 +203,15 @@ class Case:
     schema: str = ""
     """The source's ``schema`` (a DDL string of the events' fields, which Spark reads them as; empty: none)."""
     tables: dict[str, Any] = field(default_factory=dict)
-    """Lookup tables beside the pipeline file: file name -> JSON content (``write_tables``)."""
+    """Files beside the pipeline file (lookup tables, a key): file name -> JSON content, or text (``write_tables``)."""
     continuous: bool = False
     """Spark runs the case as a continuous job (no ``--once``): it starts on the first segment, the others arrive
     one at a time while it runs, each read in a micro-batch of its own, and the input never ends (no end marker:
     only what the watermark closed comes out)."""
 
     def write_tables(self, directory: Path) -> None:
-        for name, content in self.tables.items():
-            (directory / name).write_bytes(orjson.dumps(content))
+        for name, content in self.tables.items():  # text as it is (a key file), anything else as JSON
+            (directory / name).write_bytes(content.encode() if isinstance(content, str) else orjson.dumps(content))
 
     @property
     def has_watermark(self) -> bool:

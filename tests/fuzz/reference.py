@@ -1,5 +1,5 @@
 """A reference interpreter for pipelines of ``filter``, ``gate``, ``annotate``, ``transform``, ``tee``, ``lookup``,
-``spawn``, ``dedupe``, ``aggregate``, ``window`` and ``complete``, with ``when`` (issue 39).
+``spawn``, ``entwine``, ``dedupe``, ``aggregate``, ``window`` and ``complete``, with ``when`` (issue 39).
 
 Written from docs/state.md and docs/pipeline-file.md, not from the engine's code, and deliberately plain: the whole
 input in memory, each step a function from the list of events it receives to the list it passes on, no
@@ -12,8 +12,8 @@ What it covers, and what it leaves to the other oracles:
 
 - chains of any length of ``filter``, ``gate``, ``annotate``, ``transform`` (``set``, ``rename``, ``drop``, ``keep``),
   ``tee`` (with ``set`` and ``keep``: its sink's records are compared too), ``dedupe`` and ``aggregate`` in any order,
-  any of them with a ``when``, ending in at most one ``window`` (tumbling; over events in time order also sliding or
-  session, with or without a key) or one ``complete`` (last: what follows a window sees its results in the order the
+  any of them with a ``when``, ending in at most one ``window`` (tumbling, sliding or session, with or without a
+  key) or one ``complete`` (last: what follows a window sees its results in the order the
   engine closes windows, which is not part of the documented semantics, and a completion's time-out record has no
   fields for the steps after it to read);
 - events with numbers or NULL in ``x`` and keys from a small set or NULL, and in a third of the cases text in
@@ -32,11 +32,12 @@ What it covers, and what it leaves to the other oracles:
 - ``complete``'s time-outs, which need no late event: a completion times out when event time passes its deadline
   (with events in time order, Spark's watermark per micro-batch and the step's own largest event time give the
   same deadlines as the local engine's watermark per event);
-- lateness, in ``filter`` chains ending in a tumbling ``window`` over events out of order: docs/state.md's rule
-  (an event is late when its window's end is at or before the watermark; the watermark is the largest event time
-  the window has seen minus its delay) with the watermark moving after each event for the local engine and once
-  per micro-batch for Spark, given the micro-batch boundaries (the spool's segments, one per micro-batch, or all
-  in one);
+- lateness, in ``filter`` chains ending in a ``window`` over events out of order: docs/state.md's rule (an event is
+  late when its window's end, every window's for a sliding one, is at or before the watermark; the watermark is the
+  largest event time the window has seen minus its delay; a window whose end the watermark reached is given and
+  dropped, so a sliding window's later event goes only to its windows still open, and a session's starts a new
+  session) with the watermark moving after each event for the local engine and once per micro-batch for Spark,
+  given the micro-batch boundaries (the spool's segments, one per micro-batch, or all in one);
 - events out of order through a whole chain (a quarter of the chains, with short watermark delays), against the
   local engine only (Spark takes a key's events by event time within a micro-batch: docs/spark.md, Order):
   ``dedupe`` remembering every kept time of a key until the watermark is ``within`` past it, a window's late
@@ -58,6 +59,10 @@ What it covers, and what it leaves to the other oracles:
 - text in ``x`` under the declared ``schema`` (``x DOUBLE``): such an event is malformed input on both engines,
   skipped before any step (``fits_the_schema``; it was a defect: Spark cast the text where the local engine failed
   it, ``cases/a-declared-double-field-holding-text-and-a-boolean.yaml``);
+- ``entwine`` (the local engine only: Spark refuses it), its timeline worked out from docs/entwine.md by
+  ``timeline_model``: one entry per event id in the order events reach the step (a digest of the whole event or of
+  ``fields``, the hash chain from 64 zeros), the receipt under ``into``; the timeline the engine wrote is read back
+  and compared entry by entry, each signature checked under the owner's key;
 - not yet: distinct counts of text beside numbers (the text ``'1'`` and the number 1 are two values locally;
   Spark reads a field of both kinds at one type).
 
@@ -82,6 +87,7 @@ from hypothesis import strategies as st
 
 from tests.fuzz.generate import ARRIVALS, KEYS, STRINGS, WATERMARK, Case, arrivals
 from tests.fuzz.oracles import FAILED
+from tests.fuzz.timeline_model import OWNER_KEY, appended, owner_pem, receipt, timeline_differences
 
 Event = dict[str, Any]
 Truth = bool | None
@@ -249,6 +255,8 @@ def reference_cases(draw: st.DrawFn) -> Case:
     continuous = in_order and schema == SCHEMA and draw(st.booleans())
     watermarks = st.sampled_from([WATERMARK] if in_order and not continuous else ["0s", "2s", "5s"])
     kinds = draw(st.lists(st.sampled_from(STEPS), max_size=3))
+    if continuous:  # an entwine step is the edge's alone: Spark refuses it (docs/entwine.md)
+        kinds = [k for k in kinds if k != "entwine"]
     last = draw(st.sampled_from(["window", "complete", None]))
     if last or not kinds:
         kinds.append(last or "window")
@@ -283,6 +291,13 @@ def reference_cases(draw: st.DrawFn) -> Case:
             config["argv"] = spawn_argv(program)
             if program == "into":
                 config["into"] = f"out{i}"
+        elif kind == "entwine":
+            config.update(timeline=f"timeline{i}", key=OWNER_KEY)
+            fields = draw(st.sampled_from([None, ["k", "x"], ["x", "missing"], ["t"]]))
+            if fields:
+                config["fields"] = fields
+            if draw(st.integers(0, 3)):
+                config["into"] = f"r{i}"
         elif kind == "lookup":
             config.update(table=TABLE, key=draw(st.sampled_from(["k", "lower(k)"])), match="k")
             if draw(st.booleans()):
@@ -316,14 +331,7 @@ def reference_cases(draw: st.DrawFn) -> Case:
             if kind == "aggregate":
                 config["into"] = f"st{i}"
             else:
-                shape = draw(st.sampled_from(["tumbling", "sliding", "session"]) if in_order else st.just("tumbling"))
-                if shape == "tumbling":
-                    config["tumbling"] = draw(st.sampled_from(["5s", "10s", "30s"]))
-                elif shape == "sliding":
-                    config.update(sliding=draw(st.sampled_from(["10s", "30s"])),
-                                  every=draw(st.sampled_from(["5s", "10s"])))
-                else:
-                    config["session"] = draw(st.sampled_from(["3s", "5s", "10s"]))
+                config.update(draw(window_shapes()))
                 config["watermark"] = draw(watermarks)
         steps.append({kind: config})
     envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
@@ -332,9 +340,15 @@ def reference_cases(draw: st.DrawFn) -> Case:
         ARRIVALS["continuous: a segment at a time"] += 1
         return Case(steps, events, sorted(set(sinks)), sorted(envelopes), files, draw(st.lists(
             st.integers(1, max(1, len(events) - 1)), max_size=3, unique=True)) if len(events) > 1 else [],
-                    schema=SCHEMA, tables={TABLE: REGIONS} if "lookup" in kinds else {}, continuous=True)
+                    schema=SCHEMA, tables=_tables(kinds), continuous=True)
     return Case(steps, events, sorted(set(sinks)), sorted(envelopes), files, *draw(arrivals(len(events))),
-                schema=schema, tables={TABLE: REGIONS} if "lookup" in kinds else {})
+                schema=schema, tables=_tables(kinds))
+
+
+def _tables(kinds: list[str]) -> dict[str, Any]:
+    """The files beside a case's pipeline: the lookup table, the timeline owner's key."""
+    return {**({TABLE: REGIONS} if "lookup" in kinds else {}), **({OWNER_KEY: owner_pem()} if "entwine" in kinds
+                                                                 else {})}
 
 
 TABLE = "regions.json"
@@ -342,7 +356,7 @@ REGIONS = [{"k": "a", "region": "north", "w": 2}, {"k": "b", "region": "Süd", "
            {"k": "c", "region": "", "w": 1.5}]
 """The lookup table a reference case's ``lookup`` steps join (the key ``'ä'`` and NULL have no row)."""
 
-STEPS = ["filter", "gate", "annotate", "transform", "tee", "lookup", "spawn", "dedupe", "aggregate"]
+STEPS = ["filter", "gate", "annotate", "transform", "tee", "lookup", "spawn", "entwine", "dedupe", "aggregate"]
 """The steps a chain draws before its last (a window, a completion or none)."""
 
 
@@ -360,9 +374,17 @@ SCHEMA = "t BIGINT, k STRING, x DOUBLE, s STRING"
 the guard an untyped field needs (a filter over typed fields is one ``WHERE``)."""
 
 
+def window_shapes() -> st.SearchStrategy[dict[str, str]]:
+    """A window's shape: tumbling, sliding (``every`` a divisor of its size, or not) or session."""
+    return st.one_of(st.sampled_from(["5s", "10s", "30s"]).map(lambda size: {"tumbling": size}),
+                     st.tuples(st.sampled_from(["10s", "30s"]), st.sampled_from(["5s", "10s", "4s"])).map(
+                         lambda pair: {"sliding": pair[0], "every": pair[1]}),
+                     st.sampled_from(["3s", "5s", "10s"]).map(lambda gap: {"session": gap}))
+
+
 @st.composite
 def late_cases(draw: st.DrawFn) -> Case:
-    """Filters, then a tumbling window with a short watermark delay, over events out of order: some are late."""
+    """Filters, then a window with a short watermark delay, over events out of order: some are late."""
     n = draw(st.integers(2, 12))
     times = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=True))
     events = [draw(clean_event(t)) for t in times]
@@ -373,8 +395,7 @@ def late_cases(draw: st.DrawFn) -> Case:
     chosen = draw(st.lists(st.sampled_from(AGGREGATES), min_size=1, max_size=3, unique=True))
     steps.append({"window": {"id": f"window{len(steps)}", **draw(ON_ERRORS),
                              "key": draw(st.sampled_from([["k"], []])),
-                             "aggs": {f"a{j}": a for j, a in enumerate(chosen)},
-                             "tumbling": draw(st.sampled_from(["5s", "10s"])),
+                             "aggs": {f"a{j}": a for j, a in enumerate(chosen)}, **draw(window_shapes()),
                              "watermark": draw(st.sampled_from(["0s", "2s", "5s"]))}})
     envelopes = draw(st.lists(st.integers(0, len(events) - 1), unique=True, max_size=len(events)))
     return Case(steps, events, [], sorted(envelopes), draw(st.integers(1, 3)), *draw(arrivals(len(events))),
@@ -652,52 +673,103 @@ def _iso(seconds: int) -> str:
     return (datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def on_time(events: list[Event], size: int, delay: int, batches: list[int] | None) -> list[Event]:
-    """The events a tumbling window of ``size`` takes: not those whose window ends at or before the watermark, the
-    largest event time among the window's events before them minus ``delay``. Without ``batches`` the watermark
-    moves after every event (the local engine); with them (each event's micro-batch) it moves between micro-batches
-    only, to the largest time of the micro-batches before (Spark)."""
-    taken = []
-    for i, e in enumerate(events):
+def _watermarks(events: list[Event], delay: int, batches: list[int] | None) -> list[float]:
+    """The watermark each event meets: the largest event time of the events before it minus ``delay`` (the local
+    engine, after every event), or, given ``batches`` (each event's micro-batch), of the micro-batches before its
+    own (Spark); ``-inf`` before any."""
+    out = []
+    for i in range(len(events)):
         before = [o[TIME] for j, o in enumerate(events[:i]) if batches is None or batches[j] < batches[i]]
-        start = e[TIME] - e[TIME] % size
-        if not before or start + size > max(before) - delay:
-            taken.append(e)
+        out.append(max(before) - delay if before else -math.inf)
+    return out
+
+
+def on_time(events: list[Event], shape: dict[str, str], delay: int, batches: list[int] | None) -> list[Event]:
+    """docs/state.md: an event is late when the end of its window (every window, for a sliding one) is at or before
+    the watermark it meets (``_watermarks``). Each event that is not late, with the starts of its windows that
+    are still open (``WINDOWS``): a sliding window whose end the watermark passed has been given and dropped, so an
+    event takes only the later ones."""
+    size = _seconds(shape.get("tumbling") or shape["sliding"])
+    every = _seconds(shape.get("every") or shape.get("tumbling") or shape["sliding"])
+    taken = []
+    for e, watermark in zip(events, _watermarks(events, delay, batches), strict=True):
+        starts = [start for start in _window_starts(e[TIME], size, every) if start + size > watermark]
+        if starts:
+            taken.append({**e, WINDOWS: starts})
     return taken
 
 
+WINDOWS = "__windows"
+"""The starts of the windows an event is taken into (``on_time``)."""
+
+
+def _window_starts(t: int, size: int, every: int) -> list[int]:
+    """The starts of the windows of ``size`` every ``every`` (aligned to the epoch) that hold time ``t``."""
+    start = t - t % every
+    starts = []
+    while start > t - size:
+        starts.append(start)
+        start -= every
+    return starts
+
+
+def sessions(events: list[Event], keys: list[str], gap: int, delay: int = 0,
+             batches: list[int] | None = None) -> list[tuple[tuple[Any, ...], int, int, list[Event]]]:
+    """docs/state.md's sessions, as ``(key, start, end, events)``: a session runs from its first event to ``gap``
+    after its last, and a key's sessions that overlap or touch are one. Events come in arrival order, one at a time
+    (the local engine) or a micro-batch at a time (``batches``: Spark); a session whose end the watermark reached
+    is given and dropped, so a later event that would have touched it starts a session of its own; an event whose
+    own session ``[t, t + gap)`` ends at or before the watermark it meets is late."""
+    watermarks = _watermarks(events, delay, batches)
+    units = [[i] for i in range(len(events))] if batches is None else [
+        [i for i, b in enumerate(batches) if b == n] for n in sorted(set(batches))]
+    held: dict[tuple[Any, ...], list[tuple[int, int, list[Event]]]] = {}
+    given: list[tuple[tuple[Any, ...], int, int, list[Event]]] = []
+    seen = -math.inf
+    for unit in units:
+        for i in unit:
+            e = events[i]
+            if e[TIME] + gap <= watermarks[i]:
+                continue  # late
+            key = tuple(e.get(k) for k in keys)
+            start, end, members = e[TIME], e[TIME] + gap, [e]
+            apart = []
+            for other in held.get(key, []):
+                if other[0] <= end and start <= other[1]:  # overlaps or touches: one session
+                    start, end, members = min(start, other[0]), max(end, other[1]), [*other[2], *members]
+                else:
+                    apart.append(other)
+            held[key] = [*apart, (start, end, members)]
+        seen = max([seen, *(events[i][TIME] for i in unit)])
+        # the watermark after the unit: the local engine's moves with each event; Spark drops state at the end of
+        # a micro-batch by that micro-batch's own watermark (the one its events met)
+        after = seen - delay if batches is None else watermarks[unit[0]]
+        for key, open_ in held.items():
+            given += [(key, *s) for s in open_ if s[1] <= after]
+            held[key] = [s for s in open_ if s[1] > after]
+    return given + [(key, *s) for key, open_ in held.items() for s in open_]
+
+
 def run_window(events: list[Event], keys: list[str], shape: dict[str, str], aggs: dict[str, str], step: str = "w",
-               closed_by: float = math.inf) -> list[Event]:
+               closed_by: float = math.inf, delay: int = 0, batches: list[int] | None = None) -> list[Event]:
     """docs/state.md, ``window``: one record per key and window holding events, with the id docs/state.md gives it
     (``<step>:<window start µs>:<key JSON>``). Windows are aligned to the epoch: a tumbling window of size S holds
     ``start <= t < start + S``, ``start`` a multiple of S; a sliding one of size S ``every`` E the same with
     ``start`` a multiple of E (an event in each of them); a session runs from its first event to ``session`` (the
     gap) after its last, and a key's sessions that overlap or touch are one. At the end of the input every window
-    closes; where the input does not end, those whose end is at or before ``closed_by``."""
+    closes; where the input does not end, those whose end is at or before ``closed_by``. Tumbling and sliding
+    windows take each event into the windows ``on_time`` gave it (all of them, where it did not run); sessions
+    close as the watermark (``delay``, ``batches``) reaches their end (``sessions``)."""
     groups: dict[tuple[tuple[Any, ...], int, int], list[Event]] = {}
-    by_key: dict[tuple[Any, ...], list[Event]] = {}
-    for e in events:
-        by_key.setdefault(tuple(e.get(k) for k in keys), []).append(e)
-    for key, members in by_key.items():
-        if "session" in shape:
-            gap = _seconds(shape["session"])
-            sessions: list[tuple[int, int, list[Event]]] = []
-            for e in sorted(members, key=lambda e: e[TIME]):
-                if sessions and e[TIME] <= sessions[-1][1]:  # overlaps or touches the session before
-                    first, end, held = sessions[-1]
-                    sessions[-1] = (first, max(end, e[TIME] + gap), [*held, e])
-                else:
-                    sessions.append((e[TIME], e[TIME] + gap, [e]))
-            for first, end, held in sessions:
-                groups[key, first, end] = held
-            continue
+    if "session" in shape:
+        for key, first, end, held in sessions(events, keys, _seconds(shape["session"]), delay, batches):
+            groups[key, first, end] = held
+    else:
         size = _seconds(shape.get("tumbling") or shape["sliding"])
         every = _seconds(shape.get("every") or shape.get("tumbling") or shape["sliding"])
-        for e in members:
-            start = e[TIME] - e[TIME] % every
-            while start > e[TIME] - size:
-                groups.setdefault((key, start, start + size), []).append(e)
-                start -= every
+        for e in events:
+            for start in e.get(WINDOWS, _window_starts(e[TIME], size, every)):
+                groups.setdefault((tuple(e.get(k) for k in keys), start, start + size), []).append(e)
     out = []
     for (key, start, end), group in groups.items():
         if end > closed_by:
@@ -827,6 +899,16 @@ def spawn_fails(program: str, into: str | None, e: Event) -> bool:
     return outcome == "fail" or (outcome == "value" and into is None and not isinstance(value, dict))
 
 
+def run_entwine(events: list[Event], config: dict[str, Any], entries: list[Event]) -> list[Event]:
+    """docs/entwine.md: each event's entry appended to the timeline (``timeline_model.appended``: one per event
+    id), in the order the events reach the step; with ``into``, its receipt onto the event."""
+    out = []
+    for e in events:
+        entry = appended(entries, e[ID], {k: v for k, v in e.items() if not k.startswith("__")}, config.get("fields"))
+        out.append({**e, config["into"]: receipt(entry)} if config.get("into") else e)
+    return out
+
+
 def dead_letter(e: Event, step: str, error: str) -> Event:
     """What a step's ``on_error`` sink gets for an event that failed it: the event as it came to the step."""
     return {"event": {k: v for k, v in e.items() if k not in (BATCH, TIME, INDEX, ID)}, "step": step,
@@ -861,6 +943,7 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
     # input on both engines (reported and skipped before any step)
     events = [e for e in events if fits_the_schema(e, case.schema)]
     sinks: dict[str, list[Event]] = {}
+    timelines: dict[str, list[Event]] = {}
     query_watermark = -math.inf
     for step in case.steps:
         kind, config = next(iter(step.items()))
@@ -891,6 +974,8 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
             run = lambda es, c=config: run_lookup(es, evaluate(c["key"], es), c, case.tables[c["table"]])  # noqa: E731
         elif kind == "spawn":
             run = lambda es, c=config: run_spawn(es, _program(c), c.get("into"))  # noqa: E731
+        elif kind == "entwine":
+            run = lambda es, c=config: run_entwine(es, c, timelines.setdefault(c["timeline"], []))  # noqa: E731
         elif kind == "dedupe":
             run = lambda es, c=config: run_dedupe(es, c["key"], _seconds(c["within"]),  # noqa: E731
                                                   _seconds(c["watermark"]))
@@ -907,10 +992,10 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
                                     closed, processing)
         else:
             def run(es: list[Event], c: dict[str, Any] = config, closed: float = closed_by) -> list[Event]:
-                if "tumbling" in c:  # lateness: tumbling windows only (the sliding and session cases keep order)
-                    batches = [e[BATCH] for e in es] if per_micro_batch else None
-                    es = on_time(es, _seconds(c["tumbling"]), _seconds(c["watermark"]), batches)
-                return run_window(es, c["key"], c, c["aggs"], c["id"], closed)
+                batches = [e[BATCH] for e in es] if per_micro_batch else None
+                if "session" not in c:
+                    es = on_time(es, c, _seconds(c["watermark"]), batches)
+                return run_window(es, c["key"], c, c["aggs"], c["id"], closed, _seconds(c["watermark"]), batches)
         if any(errors):  # the failed events go to the step's on_error: dropped (skip), reported (fail) or to a sink
             target = config.get("on_error", "fail")
             if target != "skip":
@@ -920,7 +1005,13 @@ def reference_outputs(case: Case, per_micro_batch: bool = False, evaluate: Evalu
         events = when_applies(events, config.get("when"), run, evaluate)
     hidden = (BATCH, TIME, INDEX)
     return {route: [{k: v for k, v in e.items() if k not in hidden} for e in records]
-            for route, records in {"": events, **sinks}.items()}
+            for route, records in {"": events, **sinks}.items()} | {
+                TIMELINE + name: entries for name, entries in timelines.items()}
+
+
+TIMELINE = "timeline:"
+"""``reference_outputs``' key for an ``entwine`` step's timeline (its directory follows): the entries the docs give
+it, in order."""
 
 
 def fits_the_schema(event: Event, schema: str) -> bool:
@@ -992,6 +1083,9 @@ def _step_applies(kind: str, config: dict[str, Any]) -> bool:
                    for op in config["ops"])
     if kind == "lookup":
         return bool(config["key"] in values and config.get("missing", "null") in ("null", "drop"))
+    if kind == "entwine":
+        return (config["key"] == OWNER_KEY and not config.get("anchors") and config["timeline"].startswith("timeline")
+                and config.get("fields", ["k"]) in (["k", "x"], ["x", "missing"], ["t"]))
     if kind == "spawn":
         return config.get("wait", True) and any(config["argv"] == spawn_argv(p) for p in SPAWNED) and (
             config.get("into") is not None) == (_program(config) == "into")
@@ -1005,7 +1099,7 @@ def _step_applies(kind: str, config: dict[str, Any]) -> bool:
 
 
 def _window_shape(config: dict[str, Any]) -> bool:
-    """A tumbling window, or a sliding or session one (``reference_cases`` draws them over events in order)."""
+    """A tumbling, sliding or session window (``window_shapes``)."""
     shapes = [s for s in ("tumbling", "sliding", "session") if s in config]
     return shapes in (["tumbling"], ["sliding"], ["session"]) and ("every" in config) == (shapes == ["sliding"])
 
@@ -1040,8 +1134,12 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
     def expected(per_micro_batch: bool, by: Evaluate = evaluate) -> dict[str, Counter[str]]:
         # the local engine's input ends (a command's run); a continuous Spark job's does not
         outputs = reference_outputs(case, per_micro_batch, by, ends=not (per_micro_batch and case.continuous))
+        if not per_micro_batch:
+            timelines.update({route[len(TIMELINE):]: v for route, v in outputs.items() if route.startswith(TIMELINE)})
         return {route: _keyed(route, [(r.get(ID), {k: v for k, v in r.items() if k != ID})
                                       for r in outputs.get(route, [])], documented_id) for route in routes}
+
+    timelines: dict[str, list[Event]] = {}
 
     def got(outputs: dict[str, Counter[str]]) -> dict[str, Counter[str]]:
         return {route: outputs.get(route, Counter()) for route in routes}
@@ -1053,7 +1151,10 @@ def reference_vs_engines(case: Case, spark: Any = None) -> list[str]:
         wanted = expected(False)
         problems += _differences(wanted, got(_local_outputs(case, directory, documented_id)), "reference",
                                  "local engine")
-        if spark is not None and spark_keeps_the_order(case) and not wanted[FAILED]:
+        for name, entries in timelines.items():
+            problems += timeline_differences(entries, directory / name)
+        edge_only = any("entwine" in s for s in case.steps)  # Spark refuses entwine (docs/entwine.md)
+        if spark is not None and spark_keeps_the_order(case) and not wanted[FAILED] and not edge_only:
             problems += _differences(expected(False, evaluate_here), wanted, "the reference's evaluator",
                                      "Spark's batch SQL")
             remote = _spark_outputs(spark, case, directory, documented_id)

@@ -141,3 +141,22 @@ def test_every_function_can_be_drawn_and_the_soak_names_the_rare_ones() -> None:
     line = function_coverage(drawn)
     assert line.startswith(f"function coverage: {len(FUNCTIONS) - 1} of {len(FUNCTIONS)} functions")
     assert line.endswith("; below the floor: upper")
+
+
+def test_an_entwine_steps_receipts_and_timeline_equal_the_docs() -> None:
+    """docs/entwine.md by hand where it can be: the filter leaves t=1, 3 and 4, which take positions 0, 1 and 2 in
+    arrival order, each receipt naming the owner's key; the hashes are the reference's (``timeline_model``, the
+    docs' format), and the timeline the engine wrote is read back entry by entry, signatures checked."""
+    from tests.fuzz.reference import reference_outputs
+    from tests.fuzz.timeline_model import OWNER_KEY, owner_pem, owner_public
+
+    steps = [{"filter": {"id": "f", "where": "x <= 3.5"}},
+             {"entwine": {"id": "e", "timeline": "timeline1", "key": OWNER_KEY, "fields": ["k", "x"], "into": "r"}}]
+    events = [{"t": 1, "k": "a", "x": 1.5}, {"t": 2, "k": "b"}, {"t": 3, "k": "ä", "x": 1e-7}, {"t": 4, "x": -2}]
+    case = Case(steps, events, envelopes=[2], files=2, tables={OWNER_KEY: owner_pem()})
+    outputs = reference_outputs(case)
+    assert [(r["t"], r["r"]["position"], r["r"]["timeline"]) for r in outputs[""]] == [
+        (1, 0, owner_public()), (3, 1, owner_public()), (4, 2, owner_public())]
+    assert [e["event"] for e in outputs["timeline:timeline1"]] == [
+        "spool:part-1.ndjson:1", "up:2", "spool:part-2.ndjson:2"]
+    assert not reference_vs_engines(case)

@@ -1,7 +1,8 @@
 """Canonical JSON: the bytes an event's digest and an entry's hash are computed over.
 
 One text for one value, whoever writes it: UTF-8, object keys sorted by code point, no whitespace, integers as
-integers, other numbers in their shortest round-trip form (``2.5``, ``1e-07``), strings with JSON's minimal escapes
+integers, other numbers in their shortest round-trip form (``2.5``, ``0.00001``, ``4.0``; below 1e-5 and from 1e16
+as ``1e-7``, ``1.5e+16``), strings with JSON's minimal escapes
 (orjson's ``OPT_SORT_KEYS``). Values JSON has no type for are written as edgewise's state store writes them:
 ``{"$ts": µs}``, ``{"$date": "2026-11-23"}``, ``{"$dec": "2.50"}``. NaN and the infinities are refused: they have
 no JSON form, and a digest must not silently stand for ``null``.
