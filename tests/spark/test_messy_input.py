@@ -280,19 +280,51 @@ def test_text_beside_a_typed_number_under_a_number_literal_agrees(spark: Any, tm
     assert local  # the events that pass on both
 
 
-def test_pinned_difference_text_beside_a_typed_number_as_a_merge_lambda(spark: Any, tmp_path: Path) -> None:
-    """docs/spark.md, Implicit casts of mixed types: the whole body of `aggregate`'s merge lambda mixing text with
-    a typed number keeps Spark's one type (the accumulator's BIGINT), and as any error in a lambda body its cast
-    of 'oops' fails the query; the local engine gives each value as it is."""
-    from edgewise.engine.spark.job import SparkJobFailed
-
+@pytest.mark.parametrize("expr", [
+    "aggregate(array(1), y, (acc, e) -> if(c, x, acc))",
+    "reduce(array(1, 2), 0, (acc, e) -> if(c, x, acc), acc -> acc)",
+    "aggregate(array(1), y, (acc, e) -> coalesce(x, acc))",
+    "aggregate(array(1, 2), y, (acc, e) -> if(c, z, acc))",
+    "aggregate(array(1), x, (acc, e) -> CASE WHEN c THEN y ELSE acc END)"])
+def test_text_beside_a_typed_number_in_a_merge_lambda_agrees(spark: Any, tmp_path: Path, expr: str) -> None:
+    """docs/spark.md, Implicit casts of mixed types: the whole body of a merge lambda mixing text with a typed
+    number, the accumulator one of its values. Spark gave the accumulator the start's one type (BIGINT) and cast
+    'oops' to it inside the lambda, failing the whole query; it had been listed as a difference, and issue 39 calls
+    it a defect. The accumulator is now a VARIANT there, and each value comes out as it is, as locally."""
     _spool(tmp_path, TYPED_EVENTS)
-    text = TYPED_SPOOL + """
-      - annotate: {id: a, set: {v: "aggregate(array(1), y, (acc, e) -> if(c, x, acc))"}, on_error: skip}
+    text = TYPED_SPOOL + f"""
+      - annotate: {{id: a, set: {{v: "{expr}"}}, on_error: skip}}
 """
-    assert sorted(str(r["v"]) for r in _local(text, tmp_path).values()) == ["1", "2.5", "244", "oops"]
-    with pytest.raises(SparkJobFailed, match="query failed"):
-        _spark(spark, text, tmp_path)
+    local = sorted((r["x"], r["y"], r["c"], str(r.get("v"))) for r in _local(text, tmp_path).values())
+    assert len(local) == len(TYPED_EVENTS)
+    assert local == sorted((r["x"], r["y"], r["c"], str(r.get("v"))) for r in _spark(spark, text, tmp_path).values())
+
+
+LAMBDA_ERRORS = [
+    "transform(array(1, n), e -> 10 / e)", "transform(array(x), e -> e + 1)", "filter(array(n, 2), e -> 6 / e > 1)",
+    "exists(array(1, n), e -> e = 1 OR 10 / e > 1)", "exists(array(n, 1), e -> e = 1 OR 10 / e > 1)",
+    "forall(array(n, 1), e -> 10 / e > 1)", "aggregate(array(n, 2), 100, (a, e) -> a div e)",
+    "aggregate(array(1, 2), 0, (a, e) -> a + e, a -> a div n)",
+    "transform(array(array(n)), e -> transform(e, f -> 1 / f))",
+    "transform(array(n, 1), (e, i) -> 6 / (e - i))", "transform(array(1), e -> if(n = 0, 1, 1 / n))",
+    "transform(array(1, 2), e -> element_at(array(10), cast(e AS INT)))",
+]
+
+
+@pytest.mark.parametrize("expr", LAMBDA_ERRORS)
+def test_an_error_in_a_lambda_fails_the_event_not_the_query(spark: Any, expr: str) -> None:
+    """A division by zero, a text that is no number or an index out of range inside a lambda body: locally the
+    event fails (its step's ``on_error``: here a dead letter with the error class); on Spark it failed the whole
+    query (issue 39: found checking the merge-lambda case; not a difference Spark imposes). The lambda bodies are
+    guarded as the rest of an expression is, and an error counts as the local engine meets it: every element of a
+    ``transform``, up to the deciding one of ``exists``, the fold up to its first error, a branch taken only."""
+    from tests.fuzz.generate import Case
+    from tests.fuzz.oracles import local_vs_spark
+
+    events = [{"t": 1, "n": 0, "x": "oops"}, {"t": 2, "n": 2, "x": "4"}, {"t": 3, "n": 1, "x": "2.5"},
+              {"t": 4, "n": None, "x": None}]
+    case = Case([{"annotate": {"id": "a", "set": {"v": expr}, "on_error": "dead"}}], events, ["dead"])
+    assert not local_vs_spark(spark, case)
 
 
 def test_equal_null_over_a_field_mixing_text_and_numbers_agrees(spark: Any, tmp_path: Path) -> None:

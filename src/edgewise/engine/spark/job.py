@@ -332,7 +332,11 @@ class SparkJob:
             value = f"CAST(CAST({sql} AS STRING) AS TIMESTAMP)"
         else:  # epoch seconds, as on the local engine
             value = f"timestamp_micros(CAST(({sql}) * 1000000 AS BIGINT))"
-        return f"CASE WHEN _to = '' THEN coalesce({value}, event_time) ELSE event_time END"
+        # a malformed record has no event time: its file's modification time would have moved the watermark (a
+        # continuous job closed windows early on a bad line; the local engine never reads its time). Markers and
+        # heartbeats keep theirs: moving the watermark is what they are for
+        return (f"CASE WHEN _to = '' THEN coalesce({value}, event_time) WHEN _to = {F.quote(F.MALFORMED)} THEN NULL "
+                "ELSE event_time END")
 
     def _end_path(self, pipeline_id: str) -> str:
         """Where the pipeline's end-of-input marker spool is."""

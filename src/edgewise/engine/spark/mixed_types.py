@@ -203,6 +203,56 @@ def variant_value(value: exp.Expression) -> exp.Expression:
     return value
 
 
+def variant_accumulator(node: exp.Anonymous) -> None:
+    """An ``aggregate``/``reduce`` that is the whole expression, whose merge gives text beside a typed number with
+    the accumulator itself as one of its values (``aggregate(xs, y, (acc, e) -> if(c, x, acc))``, a STRING ``x``, a
+    BIGINT ``y``): Spark gives the accumulator the start's one type and casts the text to it inside the lambda, where
+    no guard sees it, so ``'oops'`` failed the whole query; the local engine keeps each value as it is. The start
+    and the merge's other values are made VARIANTs, so the accumulator is one and each event's value comes out as
+    it is, as for the value a step sets (``is_variant_call``). Only where the merge names the accumulator as its
+    values and nowhere else, and a finish lambda, if any, gives it back as it is: a VARIANT has no arithmetic.
+    (Issue 39: it had been listed as a difference; it was a defect.)"""
+    args = node.expressions
+    if node.parent is not None or len(args) not in (3, 4) or not all(isinstance(a, exp.Lambda) for a in args[2:]):
+        return
+    merge = args[2]
+    acc = merge.expressions[0].name
+    if len(args) == 4 and not _names_only(args[3].this, args[3].expressions[0].name):
+        return
+    body = merge.this
+    if not _is_call(body):
+        return
+    values = call_values(body)
+    own = [v for v in values if _is_variable(v, acc)]
+    others = [v for v in values if not _is_variable(v, acc)]
+    mentions = sum(1 for name in body.find_all(exp.Identifier) if name.name == acc)
+    # the start counts as a typed number even where it is a literal: locally it is the accumulator's value, not a
+    # literal beside the text in one call, so nothing casts the text to it
+    classes = {_value_class(v) for v in (args[1], *others)}
+    mixes = {STRING, NUMERIC} <= classes or MIXED in classes or any(gives_variant(v) for v in (args[1], *others))
+    if not own or mentions != len(own) or not mixes:
+        return
+    node.set("expressions", [args[0], variant_value(args[1]), *args[2:]])
+    map_values(body, lambda value: exp.to_identifier(acc) if _is_variable(value, acc)
+               else value if gives_variant(value) else variant_value(value))
+    node.meta[VARIANT] = True
+
+
+def _is_variable(value: exp.Expression, variable: str) -> bool:
+    """``value`` is the lambda variable, or the variable cast to a VARIANT (``variant_branches`` casts the values
+    beside a field no type is known for)."""
+    if isinstance(value, exp.TryCast) and value.to.is_type(exp.DataType.Type.VARIANT):
+        value = value.this
+    return _names_only(value, variable)
+
+
+def _names_only(node: exp.Expression, variable: str) -> bool:
+    """``node`` is the lambda variable ``variable`` and nothing else (sqlglot reads one as a column or a bare
+    identifier)."""
+    return (isinstance(node, exp.Identifier) or (isinstance(node, exp.Column) and not node.table)) and \
+        node.name == variable
+
+
 def settle_mixed(node: exp.Expression, want: str | None) -> None:
     """A ``coalesce``, IF or CASE whose values mix text with typed numbers, not made a VARIANT (``is_variant_call``):
     the whole expression wanted at a number type reads its text as that number (``read_as_number``); anywhere

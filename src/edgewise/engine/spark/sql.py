@@ -33,6 +33,7 @@ from edgewise.engine.spark.mixed_types import (
     text_as,
     text_beside_typed_numbers,
     text_target,
+    variant_accumulator,
     variant_branches,
     variant_elements,
     variant_value,
@@ -287,6 +288,8 @@ class _Compiler:
                 if key == "this":
                     element_type = _element_type(r)
                 node.set(key, r)
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() in _ELEMENT_PARAM:
+            variant_accumulator(node)
         if isinstance(node, exp.Case) or standalone_if(node):
             self._branches_beside_numbers(node, want)
             if want is None:
@@ -634,9 +637,13 @@ class _Shared:
 def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
     """The expression with each failing operation in its NULL-giving form, and SQL giving the first error class
     of the event (NULL when it has none). Errors in a branch not taken (CASE, IF, coalesce) do not count; lambda
-    bodies are left as they are (an error there fails the micro-batch)."""
-    if isinstance(node, exp.Lambda):
+    bodies are guarded too, and their errors counted as the local engine's evaluation meets them
+    (``_guard_higher_order``)."""
+    if isinstance(node, exp.Lambda):  # a lambda is guarded by the call it is an argument of
         return node, None
+    higher_order = _higher_order(node)
+    if higher_order is not None:
+        return _guard_higher_order(node, *higher_order)
     if isinstance(node, exp.Case):
         return _guard_case(node)
     if standalone_if(node):
@@ -728,8 +735,7 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
     if isinstance(node, exp.Div | exp.IntDiv | exp.Mod | exp.Add | exp.Sub | exp.Mul):
         shared = _Shared(sql_of(node.this), sql_of(node.expression))
         a, b = shared.names
-        own_errors = [_text_operand_error(is_text(node.this), a, b),
-                      _text_operand_error(is_text(node.expression), b, a)]
+        own_errors = [_operand_text_error(node.this, a, b), _operand_text_error(node.expression, b, a)]
         if isinstance(node, exp.Div | exp.IntDiv | exp.Mod):
             divisor_zero = f"({b}) = 0"
             if isinstance(node, exp.Div):
@@ -759,6 +765,79 @@ def _guard(node: exp.Expression) -> tuple[exp.Expression, str | None]:
                                             "CAST_INVALID_INPUT")))
         return parsed(f"try_cast({sql_of(node.this)} AS {to})"), first_error(errors)
     return node, first_error(errors)
+
+
+_QUANTIFIERS = {"exists": "true", "forall": "false"}
+"""The higher-order functions that stop at a decisive element, and the value that decides."""
+
+
+def _higher_order(node: exp.Expression) -> tuple[str, list[exp.Expression]] | None:
+    """``(name, arguments)`` of a call of a higher-order function the local engine has (``transform``, ``filter``,
+    ``exists``, ``forall``, ``aggregate``/``reduce``), with its lambdas."""
+    if isinstance(node, exp.Transform):
+        return "transform", [node.this, node.expression]
+    name = str(node.this).lower() if isinstance(node, exp.Anonymous) else ""
+    if name in ("filter", *_QUANTIFIERS, *_ELEMENT_PARAM) and any(isinstance(a, exp.Lambda) for a in node.expressions):
+        return name, list(node.expressions)
+    return None
+
+
+def _guard_higher_order(node: exp.Expression, name: str, args: list[exp.Expression]) -> tuple[exp.Expression,
+                                                                                               str | None]:
+    """A higher-order call with its arguments and its lambdas' bodies guarded, and the first error of the event:
+    its arguments', then the first a lambda met, element by element as the local engine calls it (every element
+    for ``transform`` and ``filter``; up to the deciding one for ``exists`` and ``forall``; the fold up to its
+    first error for ``aggregate``, then its finish). Unguarded, an error in a lambda body (``transform(xs, e -> 10
+    / e)`` over a 0, ``'oops'`` cast to a number) failed the whole query on Spark where it fails the event locally
+    (issue 39). The error is computed beside the value, by the same call over the same array."""
+    errors = []
+    for i, arg in enumerate(args):
+        if not isinstance(arg, exp.Lambda):
+            args[i], error = _guard(arg)
+            errors.append(error or "")
+    lambda_errors = []
+    for arg in args:
+        if isinstance(arg, exp.Lambda):
+            body, error = _guard(arg.this)
+            arg.set("this", body)
+            lambda_errors.append(error)
+    if isinstance(node, exp.Transform):
+        node.set("this", args[0])
+        node.set("expression", args[1])
+    else:
+        node.set("expressions", args)
+    if any(lambda_errors):
+        errors.append(_lambda_error(name, args, lambda_errors))
+    return node, first_error(errors)
+
+
+def _lambda_error(name: str, args: list[exp.Expression], lambda_errors: list[str | None]) -> str:
+    """SQL of the first error a higher-order call's lambdas meet (``_guard_higher_order``), NULL for none."""
+    array = sql_of(args[0])
+    no_error = "CAST(NULL AS STRING)"
+    if name in _ELEMENT_PARAM:  # the fold over (accumulator, error) as the local engine folds, then the finish
+        start, merge = args[1], args[2]
+        acc, element = (p.name for p in merge.expressions)
+        merge_error = lambda_errors[0] or no_error
+        folded = (f"element_at(transform(array(_ew_s_.acc), {acc} -> named_struct('acc', {sql_of(merge.this)}, "
+                  f"'err', {merge_error})), 1)")
+        finish_error = "_ew_s_.err"
+        if len(args) > 3 and lambda_errors[1]:
+            [done] = (p.name for p in args[3].expressions)
+            finish_error = (f"coalesce(_ew_s_.err, element_at(transform(array(_ew_s_.acc), {done} -> "
+                            f"{lambda_errors[1]}), 1))")
+        return (f"aggregate({array}, named_struct('acc', {sql_of(start)}, 'err', {no_error}), (_ew_s_, {element}) "
+                f"-> CASE WHEN _ew_s_.err IS NOT NULL THEN _ew_s_ ELSE {folded} END, _ew_s_ -> {finish_error})")
+    function = args[1]
+    names = [p.name for p in function.expressions]
+    params = names[0] if len(names) == 1 else f"({', '.join(names)})"  # Spark parses no `(e) -> ...`
+    if name in _QUANTIFIERS and len(function.expressions) == 1:
+        decided = f"coalesce(({sql_of(function.this)}) = {_QUANTIFIERS[name]}, false)"
+        return (f"aggregate({array}, named_struct('done', false, 'err', {no_error}), (_ew_s_, {names[0]}) -> "
+                f"CASE WHEN _ew_s_.done OR _ew_s_.err IS NOT NULL THEN _ew_s_ ELSE named_struct('done', {decided}, "
+                f"'err', {lambda_errors[0]}) END, _ew_s_ -> _ew_s_.err)")
+    return (f"aggregate(transform({array}, {params} -> {lambda_errors[0]}), {no_error}, (_ew_a_, _ew_b_) -> "
+            "coalesce(_ew_a_, _ew_b_))")
 
 
 def _array_access(node: exp.Expression) -> tuple[str, str, str] | None:
@@ -813,6 +892,18 @@ def _text_operand_error(text_operand: bool, text: str, other: str) -> str:
         return ""
     return error_if(f"({text}) IS NOT NULL AND {_text_beside(text, other, 'try_cast')} IS NULL",
                      "CAST_INVALID_INPUT")
+
+
+def _operand_text_error(operand: exp.Expression, text: str, other: str) -> str:
+    """``_text_operand_error`` of an arithmetic operand that is text by its form, or that may be text: a lambda's
+    variable (an element of an array of text, an accumulator), whose type only Spark knows, tested by ``typeof``
+    (its try form gives NULL for text that does not cast, which is the text's error, not an overflow)."""
+    if is_text(operand):
+        return _text_operand_error(True, text, other)
+    if isinstance(operand, exp.Identifier | exp.Column) and operand.meta.get(READ_AT) is None:
+        return error_if(f"typeof({text}) = 'string' AND ({text}) IS NOT NULL AND "
+                        f"{_text_beside(text, other, 'try_cast')} IS NULL", "CAST_INVALID_INPUT")
+    return ""
 
 
 def _text_beside(text: str, other: str, cast_function: str) -> str:
