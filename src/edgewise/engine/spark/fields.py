@@ -46,8 +46,9 @@ class FieldTypes:
     kept: list[str] | None = None
     """After a ``keep``: the only fields of the base that are still in the event (None: all of them)."""
     typed: dict[str, tuple[str, str]] = field(default_factory=dict)
-    """Held fields whose value a column also holds typed: (column, Spark type). A read at that type takes the
-    column as it is, without a round trip through the VARIANT."""
+    """Held fields whose value a column also holds typed: (column, Spark type), set where the step that set the
+    field did (NULL elsewhere). A read at that type takes the column, and the VARIANT at that type only where the
+    column is NULL (``sql.field_read``)."""
     base_map: bool = False
     """The base is the event map column (``event``), not the source's parsed VARIANT (``_src``)."""
     columns_made: int = 0

@@ -106,11 +106,11 @@ def field_read(parts: list[str], spark_type: str | None, types: FieldTypes) -> s
     """Spark SQL reading a field where the event's layout holds it (``frame.py``): from the source's VARIANT
     (``variant_get(_src, '$.a.b', 'bigint')``), from the column a step set it in, or from the event map;
     VARIANT when the type is None."""
+    base, path = _located(parts, types)
     if len(parts) == 1 and spark_type is not None:
         typed = types.typed_read(parts[0], spark_type)
-        if typed is not None:
-            return typed
-    base, path = _located(parts, types)
+        if typed is not None:  # the column holds the value where the step that set it did (coalesce: lazily)
+            return f"coalesce({typed}, {_read_at(base, path, spark_type)})"
     if spark_type in SAMPLED_MISFITS and tuple(parts) in types.sampled and types.type_of(parts) == spark_type:
         return _checked_read(base, path, spark_type, parts)
     return _read_at(base, path, spark_type)

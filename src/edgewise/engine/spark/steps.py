@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.fields import FieldTypes
-from edgewise.engine.spark.sql import ERROR_MESSAGES, EVENT, field_read, to_guarded_sql, to_spark_sql
+from edgewise.engine.spark.sql import ERROR_MESSAGES, EVENT, to_guarded_sql, to_spark_sql
 from edgewise.errors import ConfigError
 from edgewise.steps.annotate import split_path
 
@@ -200,8 +200,10 @@ def _hold(df: DataFrame, edit: F.Edit, ok: str, typed: dict[str, tuple[str, str]
             types.hold(name, column)
             continue
         typed_column = types.new_column()
-        before = field_read([name], value[1], types)
-        df = df.withColumn(typed_column, f.expr(f"CASE WHEN {ok} THEN {value[0]} ELSE {before} END"))
+        # only where the step set it: elsewhere (a row it passed by, failed or routed) a read takes the field's
+        # VARIANT at the type (``sql.field_read``), where a later step reads it. Read here, the old value at the
+        # new type failed the whole query on a dead-lettered 'oops' (found by the final soak of issue 39)
+        df = df.withColumn(typed_column, f.expr(f"CASE WHEN {ok} THEN {value[0]} END"))
         types.hold(name, column, (typed_column, value[1]))
     return df
 
