@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from edgewise.steps.aggs import NUMBER_TEXT
+
 INTEGER, NUMBER, TEXT, BOOLEAN = "integer", "number", "text", "boolean"
 """The kinds of value a checked declaration takes: a JSON integer (in BIGINT's range), any JSON number, text, a
 boolean."""
@@ -136,7 +138,6 @@ def misfit(payload: Any, columns: list[Column]) -> str | None:
 
 
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
-_NUMBER_TEXT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
 _TRUE_TEXT = frozenset(("true", "t", "yes", "y", "1"))
 _FALSE_TEXT = frozenset(("false", "f", "no", "n", "0"))
 _NOT_READ = object()
@@ -152,7 +153,7 @@ def _read_text(kind: str, text: str) -> Any:
     if kind == INTEGER and _INTEGER_TEXT.fullmatch(stripped):
         number = int(stripped)
         return number if _BIGINT_RANGE[0] <= number < _BIGINT_RANGE[1] else _NOT_READ
-    if kind == NUMBER and _NUMBER_TEXT.fullmatch(stripped):
+    if kind == NUMBER and NUMBER_TEXT.fullmatch(stripped):  # the text min and max read as a number
         real = float(stripped)
         return real if math.isfinite(real) else _NOT_READ
     if kind == BOOLEAN:
