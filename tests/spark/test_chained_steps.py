@@ -191,3 +191,66 @@ def test_a_dedupe_or_complete_after_a_window_is_accepted(tmp_path: Path) -> None
                      "      - complete: {id: c, key: g, time: event, watermark: 0s, timeout: 30s, into: st, "
                      "parts: {big: \"n > 1\", small: \"n <= 1\"}}\n")
     check_plan(load_text_plan(text, file=str(tmp_path / "p.yaml"), base_dir=str(tmp_path)))
+
+
+def _times_and_status(records: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    """(t, completion status) of each record, sorted: a timeout record has no t (-1), an event no status ('')."""
+    return sorted((r.get("t", -1), (r.get("done") or {}).get("status", "")) for r in records)
+
+
+def _complete_then_dedupe(timeout: int, within: int) -> str:
+    """A completion of key k (no watermark delay) then a dedupe by s, which timeouts (no s) share as '-'."""
+    return _pipeline(f"""\
+      - complete: {{id: joined, key: k, timeout: {timeout}s, watermark: 0s, into: done,
+                   parts: {{pos: "x > 0", neg: "x <= 0"}}}}
+      - dedupe: {{id: once, key: "coalesce(s, '-')", within: {within}s, watermark: 0s}}
+""")
+
+
+COMPLETE_THEN_DEDUPE = _complete_then_dedupe(timeout=5, within=3)
+
+
+def test_a_timeout_that_comes_behind_the_watermark_meets_what_the_dedupe_kept_around_its_time(
+        spark: Any, tmp_path: Path) -> None:
+    """Worked by hand from docs/state.md: t=0 opens key a's completion (deadline 5 s), t=4 (no s) is kept under
+    '-'; in the next micro-batch t=30 moves time past the deadline. Locally the timeout (event time 5, no s: key
+    '-') comes out before t=30 and meets '-'@4, 1 s away: a duplicate. On Spark it comes out a micro-batch later,
+    when the watermark (30) has passed 4 + 3: it must still meet '-'@4 (found by the fuzzer:
+    tests/fuzz/cases/a-completion-timeout-before-a-dedupe.yaml)."""
+    events = [{"t": 0, "k": "a", "x": 1, "s": "p"}, {"t": 4}, {"t": 30, "s": "q"}]
+    _write_spool(tmp_path, events, segments=2)  # t=0 and t=4, then t=30
+    got = _collecting(spark, COMPLETE_THEN_DEDUPE, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    expected = [(0, "triggered"), (4, ""), (30, "")]
+    assert _times_and_status([r for _, r in got[""]]) == expected
+    assert _times_and_status(_local(COMPLETE_THEN_DEDUPE, events)) == expected
+
+
+LATE_DEDUPE = _pipeline("      - dedupe: {id: once, key: k, within: 3s, watermark: 0s}\n")
+
+
+def test_a_late_event_of_a_later_micro_batch_meets_only_what_the_watermark_left(spark: Any, tmp_path: Path) -> None:
+    """docs/state.md: a kept time is forgotten when the watermark is ``within`` past it. a@10, then a@20 (the
+    watermark 20 passes 10 + 3), then a@11, each in a micro-batch of its own: a@10 is forgotten, so the late
+    a@11 is kept, on both engines (the rows an earlier step makes behind the watermark, above, meet more: only
+    they go before the micro-batch's watermark forgets)."""
+    events = [{"t": 10, "k": "a"}, {"t": 20, "k": "a"}, {"t": 11, "k": "a"}]
+    _write_spool(tmp_path, events, segments=3)
+    got = _collecting(spark, LATE_DEDUPE, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    assert (sorted(r["t"] for _, r in got[""]), sorted(r["t"] for r in _local(LATE_DEDUPE, events))) == (
+        [10, 11, 20], [10, 11, 20])
+
+
+PROMPT_COMPLETE_THEN_DEDUPE = _complete_then_dedupe(timeout=2, within=5)
+
+
+def test_pinned_difference_a_timeout_meets_a_later_step_after_the_events_that_moved_time_past_it(
+        spark: Any, tmp_path: Path) -> None:
+    """docs/spark.md, Known differences, "Timeouts": t=0 opens key a's completion (deadline 2 s); t=3 (no k, no s)
+    in the next micro-batch moves time past it. Locally the timeout (event time 2, key '-' for the dedupe) comes
+    out before t=3 and is kept, and t=3 is its duplicate; on Spark the timeout comes a micro-batch after t=3, which
+    is kept, and the timeout is the duplicate."""
+    events = [{"t": 0, "k": "a", "x": 1, "s": "p"}, {"t": 3}]
+    _write_spool(tmp_path, events, segments=2)
+    got = _collecting(spark, PROMPT_COMPLETE_THEN_DEDUPE, tmp_path, tmp_path / "ck", max_files_per_trigger=1)
+    assert _times_and_status([r for _, r in got[""]]) == [(0, "triggered"), (3, "")]
+    assert _times_and_status(_local(PROMPT_COMPLETE_THEN_DEDUPE, events)) == [(-1, "timed_out"), (0, "triggered")]

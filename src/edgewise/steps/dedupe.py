@@ -42,6 +42,7 @@ class DedupeConfig(StatefulConfig):
 class DedupeStep(StatefulStep):
     kind: ClassVar[str] = "dedupe"
     Config = DedupeConfig
+    expires_before_rows: ClassVar[bool] = False  # forget_on_timers
     config: DedupeConfig
 
     def __init__(self, config: DedupeConfig) -> None:
@@ -50,6 +51,9 @@ class DedupeStep(StatefulStep):
         self.within = config.within
         # an event at or after the floor: a kept time the move forgets is `within` or more before it either way
         self.floor_slack_us = 0
+        self.own_time_forgets = True
+        """The step forgets by its own largest event time as it goes (locally); False: only when ``expire`` says
+        (Spark's timers, ``forget_on_timers``)."""
         self.reset()
 
     def reset(self) -> None:
@@ -69,7 +73,8 @@ class DedupeStep(StatefulStep):
         expiry, push, changed = self.expiry, heapq.heappush, self.dirty.add
         # a kept time at or before this is forgotten; the remembered ones are all later (``_expire`` runs whenever
         # the watermark moves)
-        forgotten = self.max_time - delay - within
+        own_time = self.own_time_forgets
+        forgotten = self.max_time - delay - within if own_time else -END_OF_TIME
         for i, (value, t) in enumerate(zip(keys, batch.event_times, strict=True)):
             if value is not None:
                 text = match_text(value)
@@ -88,8 +93,9 @@ class DedupeStep(StatefulStep):
                     changed(text)
             if t > self.max_time:
                 self.max_time = t
-                forgotten = t - delay - within
-                self._expire(t - delay)
+                if own_time:
+                    forgotten = t - delay - within
+                    self._expire(t - delay)
         dropped = keep.count(False)
         if dropped:
             ctx.count(self.id, "duplicates", dropped)
@@ -111,6 +117,16 @@ class DedupeStep(StatefulStep):
                     if not times:
                         del earlier[text]
                     self.dirty.add(text)
+
+    def forget_on_timers(self) -> None:
+        """On Spark a row reaches the step one micro-batch after the one that moved the watermark past its time
+        where an earlier step's timer gave it (a completion's timeout at its deadline): the step has seen later
+        event times by then, and Spark's watermark has passed the kept times around the row's. Locally such a
+        row comes before the event that moved time on, when nothing around its time is forgotten yet. So on Spark
+        the step forgets only by its timers, which fire after the micro-batch's rows: a row then meets every kept
+        time the previous micro-batch's watermark left, and all of its own micro-batch's
+        (``tests/fuzz/cases/a-completion-timeout-before-a-dedupe.yaml``)."""
+        self.own_time_forgets = False
 
     def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
         """The watermark is at ``now_us``: forget the keys it has passed (for engines that keep the timers

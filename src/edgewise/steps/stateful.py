@@ -142,6 +142,10 @@ class StatefulStep(Step):
 
     config: StatefulConfig
     needs_order: ClassVar[bool] = True
+    expires_before_rows: ClassVar[bool] = True
+    """On Spark (``engine/spark/keyed_processor.py``): what the watermark has passed expires before a micro-batch's
+    rows run, as locally time moves after every event (a completion times out before the events after its
+    deadline). A step whose forgetting must wait for its timers says False (``forget_on_timers``)."""
 
     def __init__(self, config: StatefulConfig) -> None:
         super().__init__(config)
@@ -168,6 +172,9 @@ class StatefulStep(Step):
     def changes(self) -> dict[str, bytes | None]:
         """Keys changed since the last call, with their new values (``None``: deleted)."""
         return {}
+
+    def forget_on_timers(self) -> None:
+        """On Spark: forget state only when ``expire`` says (a timer fired), not by the step's own event times."""
 
     def advance(self, now_us: int, ctx: RunContext) -> Batch | None:
         """Processing time moved to ``now_us``: records of timers that fired (``None`` when nothing fired)."""

@@ -25,9 +25,10 @@ after every event. Spark drops rows older than the watermark before an event-tim
 part is still a part locally, so the rows go in with their event time no longer marked as the watermark column.
 
 ``dedupe`` keeps the same timer at the earliest time + ``within`` of a remembered key (the step's ``watermark`` is
-the query's delay); the timer forgets the keys the watermark passed. Within a micro-batch events are taken in
-event-time order, then by id, so the event kept is the first by event time (``dropDuplicatesWithinWatermark``
-would keep any one).
+the query's delay); the timer forgets the keys the watermark passed, and nothing else does (``forget_on_timers``):
+the records an earlier step made behind the watermark run first in their micro-batch. Within a micro-batch events
+are taken in event-time order, then by id, so the event kept is the first by event time
+(``dropDuplicatesWithinWatermark`` would keep any one).
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, p
                      f.expr(EVENT_US_SQL).alias("event_us"), "source",
                      f.expr(f"CASE WHEN {F.LIVE} THEN {F.record_json(stage.types)} END").alias("payload"),
                      f.col("_to").alias("route"), f.col("_record").alias("record"))
-    processor = LocalStepProcessor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode)
+    makers = frozenset({stage.pipeline, *(s.id for p in plan.pipelines if p.id == stage.pipeline for s in p.steps)})
+    processor = LocalStepProcessor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode,
+                                   makers)
     out = rows.groupBy("group_key").transformWithStateInPandas(processor, OUTPUT, "Append", time_mode)
     frame = out.select(
         "id", f.expr(EVENT_TIME_SQL).alias("event_time"), "source",

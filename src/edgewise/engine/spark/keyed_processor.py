@@ -77,11 +77,14 @@ def _rows_frame(rows: list[Row]) -> Any:
 
 class LocalStepProcessor(StatefulProcessor):
     def __init__(self, step_class: Any, config: Any, base_dir: str, pipeline_id: str, now_us: int | None,
-                 time_mode: str) -> None:
+                 time_mode: str, makers: frozenset[str] = frozenset()) -> None:
         self.step_blob = pickle.dumps((step_class, config))
         """The step's class and config, unpickled where the step is built (``_built``)."""
         self.base_dir = base_dir
         self.pipeline_id = pipeline_id
+        self.makers = makers
+        """The ``source`` of the records the pipeline's steps make (their ids, and the pipeline's for a window's
+        results on Spark): a completion's timeout, a window's result."""
         self.now_us = now_us
         """The test clock (None: Spark's micro-batch time)."""
         self.time_mode = time_mode
@@ -99,6 +102,7 @@ class LocalStepProcessor(StatefulProcessor):
             step_class, config = pickle.loads(self.step_blob)  # noqa: S301  # pickled by this job's driver
             self.step = step_class.from_config(config, BuildContext(self.base_dir))
             self.step.track_changes(True)
+            self.step.forget_on_timers()
             self.guarded = GuardedStep(self.step, self.pipeline_id)
         return self.step
 
@@ -117,14 +121,34 @@ class LocalStepProcessor(StatefulProcessor):
         self._restore(fired=False)
         clock = self._clock(timerValues)
         out: list[Row] = []
-        if self.time_mode != NO_TIME:  # what time has already passed comes out before these events
-            out += self._expire(self._now(timerValues), clock)
-        # a local batch holds one source's events; in event-time order a bucket's can alternate between sources
-        for start, end in equal_runs(frame["source"].tolist()):
-            out += run_local_step(self.guarded, frame.iloc[start:end], "payload", clock, times[start:end])
+        if self.time_mode != NO_TIME:
+            now = self._now(timerValues)
+            if self.step.expires_before_rows:  # what time passed comes out before these events
+                out += self._expire(now, clock)
+            else:
+                # Records an earlier step made as this micro-batch's watermark passed their time (a timeout, a
+                # window's result) came, locally, before the event that moved time on, when the step had forgotten
+                # nothing around their time: they run before the watermark forgets anything (``forget_on_timers``)
+                sources = frame["source"].tolist()
+                made = [i for i, (source, t) in enumerate(zip(sources, times, strict=True))
+                        if t < now and source in self.makers]
+                if made:
+                    out += self._run(frame.iloc[made], [times[i] for i in made], clock)
+                    rest = sorted(set(range(len(times))) - set(made))
+                    frame, times = frame.iloc[rest], [times[i] for i in rest]
+                out += self._expire(now, clock)
+        out += self._run(frame, times, clock)
         self._save()
         if out:
             yield _rows_frame(out)
+
+    def _run(self, frame: Any, times: list[int], clock: Any) -> list[Row]:
+        """Rows (in event-time order) through the step."""
+        out: list[Row] = []
+        # a local batch holds one source's events; in event-time order a bucket's can alternate between sources
+        for start, end in equal_runs(frame["source"].tolist()):
+            out += run_local_step(self.guarded, frame.iloc[start:end], "payload", clock, times[start:end])
+        return out
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
         self._restore(fired=True)
