@@ -192,13 +192,15 @@ def test_a_comparison_of_null_with_text_is_null_on_both(spark: Any, tmp_path: Pa
 
 
 @pytest.mark.parametrize("expr", ["if(c, y, x) != 8", "nvl(if(c, y, x), -1) != 8", "coalesce(x, w) * 2",
-                                  "if(c, y, x) + 1", "round(coalesce(x, y), 1)", "nvl(if(c, y, x), 0.5) > 1"])
+                                  "if(c, y, x) + 1", "round(coalesce(x, y), 1)", "nvl(if(c, y, x), 0.5) > 1",
+                                  "coalesce(w, nvl(if(length(x) > 2, x, w), -1)) <= 19"])
 def test_an_untyped_field_in_a_call_under_a_use_agrees(spark: Any, tmp_path: Path, expr: str) -> None:
     """A field whose values are text and numbers (no type for Spark) as a value of an if() or coalesce() that an
     operator or a function uses: locally its text reaches the use as text and meets the use's rules ('0.0' != 8
     casts to BIGINT and fails); Spark read it at the use's number type (DOUBLE: 0.0) and the event passed. The use
     is now lifted into the call's values, where the field is read by each value's kind (found by the fuzzer's
-    soak: tests/fuzz/cases/nvl-of-an-if-of-text-and-a-number-under-a-when.yaml)."""
+    soak: tests/fuzz/cases/nvl-of-an-if-of-text-and-a-number-under-a-when.yaml; the coalesce with a long last
+    value: a-coalesce-whose-long-last-value-kept-it-from-being-lifted.yaml)."""
     _spool(tmp_path, ['{"i":1,"x":"0.0","y":3,"c":false,"w":1}', '{"i":2,"x":7,"y":3,"c":false}',
                       '{"i":3,"x":"12","y":3,"c":false,"w":"2.5"}', '{"i":4,"x":"oops","y":5,"c":true}',
                       '{"i":5,"x":null,"y":4,"c":false,"w":"3"}', '{"i":6,"x":2.5,"y":3,"c":false}',
