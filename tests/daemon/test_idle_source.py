@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+import orjson
+
+from edgewise.clock import FakeClock
+from edgewise.config import load_text_plan
+from edgewise.daemon.queue import Append, QueueReader, queue_path
+from edgewise.daemon.worker import Worker, WorkerOptions
+from edgewise.daemon.writer import QueueWriter
+from edgewise.events import Batch
 from tests.daemon.test_api import read_spool
 
 PIPELINE = """
@@ -56,3 +65,50 @@ def test_with_idle_timeout_0_they_stay_open(start_daemon, tmp_path: Path) -> Non
     d.wait_processed(1)
     assert wait_for_records(tmp_path / "out" / "windows", 6) == []
     assert read_spool(tmp_path / "out" / "timeouts") == []
+
+
+BACKLOG = """
+version: 1
+sources: [{id: http, type: http, anonymous: true, idle_timeout: 10s, idle_speed: 1200}]
+event_time: "timestamp_seconds(t)"
+pipelines:
+  - id: w
+    steps:
+      - window: {id: per5m, key: [k], tumbling: 5m, watermark: 1m, aggs: {n: count()}}
+    to: [windows]
+sinks: [{id: windows, type: file, path: ./windows}]
+"""
+
+
+def test_a_source_is_not_quiet_while_what_it_sent_waits_in_the_queue(tmp_path: Path, monkeypatch) -> None:
+    """A worker on a loaded machine whose batches each take longer than the source's ``idle_timeout``: while a
+    backlog waits in the queue the source is not quiet, and event time does not move on by itself. It once did
+    (``make run`` beside two soaks: a replay at 1200x saw event time jump hours ahead, and 5,918 positions that
+    still waited in the queue were late)."""
+    writer = QueueWriter(queue_path(str(tmp_path)), "none")
+    for minute in range(12):  # one event a minute of event time, each its own request: a backlog of 12 entries
+        writer.submit(Append("http", "json", orjson.dumps({"k": "x", "t": 60.0 * minute}), 1)).result(10)
+    plan = load_text_plan(BACKLOG, base_dir=str(tmp_path))
+    options = WorkerOptions(pipeline_file="p.yaml", pipeline_text=BACKLOG, base_dir=str(tmp_path),
+                            data_dir=str(tmp_path), commit_interval=3600, max_batch=1)  # an entry a lease
+    worker = Worker(plan, options, QueueReader(queue_path(str(tmp_path))))
+    clock = FakeClock(1_000_000)
+    worker.engine.clock = clock
+    worker.open()
+    monkeypatch.setattr("edgewise.daemon.worker.time", SimpleNamespace(monotonic=time.monotonic,
+                                                                       sleep=lambda seconds: None))
+    process = worker.engine.process
+
+    def slow(batch: Batch) -> None:
+        process(batch)
+        clock.advance(11.0)  # each batch takes longer than the source's idle_timeout
+
+    monkeypatch.setattr(worker.engine, "process", slow)
+    while worker.step():
+        pass
+    outcomes = {what: n for (step, what), n in worker.engine.ctx.stats.steps.items() if step == "per5m"}
+    assert outcomes.get("late", 0) == 0
+    worker.engine.finish()
+    worker.close()
+    writer.close()
+    assert sorted(r["n"] for r in read_spool(tmp_path / "windows")) == [2, 5, 5]  # minutes 0-4, 5-9, 10-11

@@ -148,7 +148,9 @@ class Worker:
                 # nothing arriving is taken at full speed (a worker that paused after every lease under
                 # max_batch processed half as fast as it could once a burst was over)
                 time.sleep(self.options.idle_wait)
-        if self.engine.tick():
+        # a source is quiet only when the lease found nothing: a batch that took longer than a source's
+        # idle_timeout to process (a loaded machine) must not make what waits behind it in the queue late
+        if self.engine.tick(quiet=not entries):
             self.timers_fired = True  # their records must reach the sinks without waiting for the next event
         if (self.pending or self.letters or self.timers_fired) and \
                 time.monotonic() - self._last_commit >= self.options.commit_interval:

@@ -217,11 +217,13 @@ class LocalEngine:
                 if isinstance(guarded.step, StatefulStep):
                     yield pipeline, i, guarded.step
 
-    def tick(self) -> int:
+    def tick(self, quiet: bool = True) -> int:
         """Fire processing-time timers due at the clock's current time (completion timeouts), and move event time
-        on while every source is idle. Returns how many records that gave (the daemon then commits them)."""
+        on while every source is idle. Returns how many records that gave (the daemon then commits them).
+        ``quiet=False``: the caller knows input is waiting (a daemon's queue holds entries its worker has not
+        processed yet), so no source is idle, however long ago the engine last ingested."""
         now = self.clock.now_us()
-        idle_by = self.idleness.advance_by(now)
+        idle_by = self.idleness.advance_by(now) if quiet else 0
         given = 0
         for pipeline, i, step in self._stateful():
             given += self._onward(pipeline, i, step.advance(now, self.ctx))
