@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from edgewise import __version__
+from edgewise import __version__, collector
 from edgewise.errors import ConfigError, EdgewiseError, InputMissing, PluginError, SinkError, SourceError
 from edgewise.wording import count
 
@@ -441,6 +441,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                                             BuildContext("."))]
     engine = LocalEngine(plan, pipelines=args.only, batch_size=max(1, args.batch_size),
                          commit_interval=max(0.0, args.commit_interval), fresh=args.fresh)
+    collector.for_a_run()
     stats = engine.run(sources)
     if not args.quiet:
         outs = ", ".join(f"{k}: {v}" for k, v in stats.events_out.items()) or "none"
@@ -488,6 +489,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"edgewise: round {r + 1}/{args.rounds}: {events / seconds if seconds else 0:,.0f} events/s",
               file=sys.stderr)
 
+    collector.for_a_run()
     result = run_rounds(plan, batches, args.rounds, read_seconds=read_seconds, only=args.only, on_round=progress)
     if args.json:
         sys.stdout.buffer.write(dumps({"pipeline": args.pipeline, **result.as_dict()}) + b"\n")

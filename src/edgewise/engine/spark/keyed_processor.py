@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor, StatefulProcessorHandle
 
+from edgewise import collector
 from edgewise.engine.spark.local_steps import Row, batch_rows, run_local_step
 from edgewise.events import equal_runs
 
@@ -107,13 +108,18 @@ class LocalStepProcessor(StatefulProcessor):
         return self.step
 
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+        with collector.paused():  # a bucket's call makes many small containers (collector.py)
+            out = self._input_rows(key, rows, timerValues)
+        if out is not None:
+            yield out
+
+    def _input_rows(self, key: Any, rows: Any, timerValues: Any) -> Any:
         import pandas as pd
 
         frames = list(rows)
         frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         if str(key[0]).startswith(ROUTED_GROUP):  # rows for sinks pass unchanged (``keyed._run_keyed``)
-            yield frame[OUTPUT_COLUMNS]
-            return
+            return frame[OUTPUT_COLUMNS]
         times = frame["event_us"].tolist()
         order = in_event_time_order(times, frame["id"].tolist())
         frame = frame.iloc[order]
@@ -139,8 +145,7 @@ class LocalStepProcessor(StatefulProcessor):
                 out += self._expire(now, clock)
         out += self._run(frame, times, clock)
         self._save()
-        if out:
-            yield _rows_frame(out)
+        return _rows_frame(out) if out else None
 
     def _run(self, frame: Any, times: list[int], clock: Any) -> list[Row]:
         """Rows (in event-time order) through the step."""
@@ -151,13 +156,15 @@ class LocalStepProcessor(StatefulProcessor):
         return out
 
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
-        self._restore(fired=True)
-        # the timer fired: Spark's time passed it (even where a fixed test clock says otherwise)
-        now = max(self._now(timerValues), expiredTimerInfo.getExpiryTimeInMs() * 1000)
-        out = self._expire(now, self._clock(timerValues))
-        self._save()
-        if out:
-            yield _rows_frame(out)
+        with collector.paused():  # a bucket's call makes many small containers (collector.py)
+            self._restore(fired=True)
+            # the timer fired: Spark's time passed it (even where a fixed test clock says otherwise)
+            now = max(self._now(timerValues), expiredTimerInfo.getExpiryTimeInMs() * 1000)
+            out = self._expire(now, self._clock(timerValues))
+            self._save()
+            frame = _rows_frame(out) if out else None
+        if frame is not None:
+            yield frame
 
     def _now(self, timer_values: Any) -> int:
         """The step's time: the watermark (event time) or the clock's (processing time)."""
