@@ -13,12 +13,37 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
 
+from edgewise.clock import FakeClock
+from edgewise.config import load_text_plan
 from edgewise.daemon.log import Log
+from edgewise.daemon.queue import QueueReader, queue_path
 from edgewise.daemon.server import Daemon, DaemonOptions
+from edgewise.daemon.worker import Worker, WorkerOptions
+
+
+def worker_in(directory: Path, pipeline: str, clock: FakeClock | None = None, **options: Any) -> Worker:
+    """A worker's loop in the test process, over the queue in ``directory``, committing only when told; with
+    ``clock``, its engine runs on that clock."""
+    plan = load_text_plan(pipeline, base_dir=str(directory))
+    worker = Worker(plan, WorkerOptions(pipeline_file="p.yaml", pipeline_text=pipeline, base_dir=str(directory),
+                                        data_dir=str(directory), commit_interval=3600, **options),
+                    QueueReader(queue_path(str(directory))))
+    if clock is not None:
+        worker.engine.clock = clock
+    worker.open()
+    return worker
+
+
+def worker_pauses(monkeypatch: Any, sleep: Any) -> None:
+    """A worker's pauses (``idle_wait``) call ``sleep`` instead. The worker module's own view of ``time`` is
+    patched: patching ``time.sleep`` itself made every thread of the test process that sleeps in a loop (a
+    daemon's helper left by an earlier test) spin."""
+    monkeypatch.setattr("edgewise.daemon.worker.time", SimpleNamespace(monotonic=time.monotonic, sleep=sleep))
 
 
 def wait_for(condition: Any, timeout: float = 30.0, what: str = "condition") -> None:

@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import orjson
 
 from edgewise.clock import FakeClock
-from edgewise.config import load_text_plan
-from edgewise.daemon.queue import Append, QueueReader, queue_path
-from edgewise.daemon.worker import Worker, WorkerOptions
+from edgewise.daemon.queue import Append, queue_path
 from edgewise.daemon.writer import QueueWriter
 from edgewise.events import Batch
+from tests.daemon.helpers import worker_in, worker_pauses
 from tests.daemon.test_api import read_spool
 
 PIPELINE = """
@@ -88,15 +86,9 @@ def test_a_source_is_not_quiet_while_what_it_sent_waits_in_the_queue(tmp_path: P
     writer = QueueWriter(queue_path(str(tmp_path)), "none")
     for minute in range(12):  # one event a minute of event time, each its own request: a backlog of 12 entries
         writer.submit(Append("http", "json", orjson.dumps({"k": "x", "t": 60.0 * minute}), 1)).result(10)
-    plan = load_text_plan(BACKLOG, base_dir=str(tmp_path))
-    options = WorkerOptions(pipeline_file="p.yaml", pipeline_text=BACKLOG, base_dir=str(tmp_path),
-                            data_dir=str(tmp_path), commit_interval=3600, max_batch=1)  # an entry a lease
-    worker = Worker(plan, options, QueueReader(queue_path(str(tmp_path))))
     clock = FakeClock(1_000_000)
-    worker.engine.clock = clock
-    worker.open()
-    monkeypatch.setattr("edgewise.daemon.worker.time", SimpleNamespace(monotonic=time.monotonic,
-                                                                       sleep=lambda seconds: None))
+    worker = worker_in(tmp_path, BACKLOG, clock, max_batch=1)  # an entry a lease
+    worker_pauses(monkeypatch, lambda seconds: None)
     process = worker.engine.process
 
     def slow(batch: Batch) -> None:

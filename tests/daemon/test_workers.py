@@ -9,7 +9,6 @@ import signal
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -18,9 +17,10 @@ from edgewise.cli import main
 from edgewise.config import load_text_plan
 from edgewise.daemon.queue import Append, QueueReader, queue_path
 from edgewise.daemon.server import load_spec
-from edgewise.daemon.worker import QUEUE_POSITION, Worker, WorkerOptions
+from edgewise.daemon.worker import QUEUE_POSITION, Worker
 from edgewise.daemon.writer import QueueWriter
 from edgewise.errors import ConfigError
+from tests.daemon.helpers import worker_in, worker_pauses
 from tests.daemon.test_api import read_spool
 
 STATELESS = """
@@ -110,12 +110,7 @@ sinks: [{id: out, type: file, path: ./out}]
 
 
 def _worker(tmp_path: Path) -> Worker:
-    plan = load_text_plan(COUNTING, base_dir=str(tmp_path))
-    options = WorkerOptions(pipeline_file="p.yaml", pipeline_text=COUNTING, base_dir=str(tmp_path),
-                            data_dir=str(tmp_path), commit_interval=3600)  # commits only when told
-    worker = Worker(plan, options, QueueReader(queue_path(str(tmp_path))))
-    worker.open()
-    return worker
+    return worker_in(tmp_path, COUNTING)
 
 
 def test_state_committed_before_a_crash_is_not_counted_again(tmp_path):
@@ -156,10 +151,7 @@ def test_a_worker_pauses_only_when_the_queue_is_drained_or_requests_arrive(tmp_p
         append(n)
     worker = _worker(tmp_path)  # what waits when it starts is a backlog, not arrivals
     paused: list[int] = []
-    # the worker module's own view of ``time``: patching ``time.sleep`` itself made every thread of this test
-    # process that sleeps in a loop (a daemon's helper left by an earlier test) spin, and fill ``paused``
-    clock = SimpleNamespace(monotonic=time.monotonic, sleep=lambda seconds: paused.append(len(worker.pending)))
-    monkeypatch.setattr("edgewise.daemon.worker.time", clock)
+    worker_pauses(monkeypatch, lambda seconds: paused.append(len(worker.pending)))
     leased = []
     while worker.step():
         leased.append(len(worker.pending))
