@@ -139,6 +139,24 @@ def test_several_workers_give_what_one_gives(tmp_path, workers):
         assert all(w["lag_entries"] == 0 for w in queue["workers"])
 
 
+def test_the_queue_view_shows_a_workers_partitions_before_its_first_snapshot(tmp_path):
+    """CI found it: a worker slow to start had sent no snapshot yet while the others had emptied the queue, and
+    /v1/queue showed it without partitions. They are the daemon's assignment, not something a worker reports."""
+    d = InProcessDaemon(pipeline(tmp_path), tmp_path / "data", workers=3)
+    try:
+        totals = d.daemon.metrics.workers
+        with totals._lock:  # as if no worker had reported yet, and none will during this test
+            totals.update = lambda key, snapshot: None  # type: ignore[method-assign]
+            totals.live.clear()
+        queue = d.client.get("/v1/queue").json()
+    finally:
+        d.stop()
+    assert queue["partitioned"] is True
+    shares = [w["partitions"] for w in queue["workers"]]
+    assert sorted(p for share in shares for p in share) == list(range(128))
+    assert all("position" not in w for w in queue["workers"]), "no position is made up for a worker that sent none"
+
+
 def test_state_lookups_reach_the_worker_that_holds_the_key(tmp_path, capsys):
     d = InProcessDaemon(pipeline(tmp_path), tmp_path / "data", workers=2)
     try:

@@ -36,6 +36,7 @@ from edgewise.daemon.readauth import COOKIE, group_of
 from edgewise.daemon.replies import BodyRefused, problem, read_body, reply
 from edgewise.daemon.timeline_api import timeline_routes
 from edgewise.daemon.ui import DASHBOARD_HTML
+from edgewise.engine.partitions import partitions_of
 from edgewise.events import Batch
 from edgewise.sources.http import AuthError, HttpSource, anonymous_source
 from edgewise.tracecontext import incoming
@@ -214,7 +215,9 @@ def build_app(daemon: Daemon) -> ASGIApp:
             **stats, "state": daemon.state, "high_water": daemon.high_water, "low_water": daemon.low_water,
             "backpressure": daemon.backpressure, "disk_full": daemon.disk_full, "fsync": daemon.options.fsync,
             "workers": [{"index": h.index, "pid": h.process.pid, "ready": h.ready, "alive": h.process.is_alive(),
-                         **partition_share(daemon.metrics.workers.latest(h.key))}
+                         **partition_share(daemon.metrics.workers.latest(h.key),
+                                           partitions_of(h.index, daemon.options.workers)
+                                           if daemon.partitioned else None)}
                         for h in list(daemon.pool.workers.values())],
             "partitioned": daemon.partitioned,
             "processed_events": daemon.metrics.workers.total("acked"),
@@ -307,6 +310,9 @@ async def _not_allowed(request: Request, exc: Exception) -> Response:
     return response
 
 
-def partition_share(snapshot: dict[str, Any]) -> dict[str, Any]:
-    """A partitioned worker's partitions, its position in the queue and what waits after it (lag)."""
-    return {k: snapshot[k] for k in ("partitions", "position", "lag_entries", "lag_events") if k in snapshot}
+def partition_share(snapshot: dict[str, Any], partitions: frozenset[int] | None) -> dict[str, Any]:
+    """A partitioned worker's partitions, its position in the queue and what waits after it (lag). The partitions
+    are the daemon's own assignment: a worker that has not sent its first snapshot yet (a slow start, while the
+    others already emptied the queue) has them all the same."""
+    share: dict[str, Any] = {k: snapshot[k] for k in ("position", "lag_entries", "lag_events") if k in snapshot}
+    return share if partitions is None else {"partitions": sorted(partitions), **share}
