@@ -68,6 +68,24 @@ def wait_processed(client: httpx.Client, n: int, timeout: float = 30) -> None:
     raise AssertionError(f"not processed in time: {client.get('/v1/queue').json()}")
 
 
+def partitioned_workers_caught_up(client: httpx.Client, timeout: float = 30) -> list[dict[str, Any]]:
+    """``/v1/queue``'s workers once each has reported reading up to the same last entry with nothing after it.
+
+    A worker reports every ``stats_interval`` (0.5 s), after its work: when the queue is empty a worker's last
+    report can still be from before its last lease, or missing for one slow to start. Every partitioned worker reads
+    every entry, so caught up, they all report the same position."""
+    workers: list[dict[str, Any]] = []
+
+    def caught_up() -> bool:
+        nonlocal workers
+        workers = client.get("/v1/queue").json()["workers"]
+        positions = {w.get("position", 0) for w in workers}
+        return len(positions) == 1 and positions != {0} and all(w.get("lag_entries") == 0 for w in workers)
+
+    wait_for(caught_up, timeout, f"every worker to report the queue read (last: {workers})")
+    return workers
+
+
 class InProcessDaemon:
     """A daemon on a thread of the test process; its workers are real processes."""
 
