@@ -169,8 +169,13 @@ def test_the_daemon_streams_its_live_sinks_results(start_daemon, tmp_path: Path)
     assert "c" not in {p["payload"]["vehicle"] for p in positions}  # filtered: no lat
     queue = httpx.get(f"{d.url}/v1/queue").json()
     assert queue["live"]["positions"]["published"] >= 3
-    steps = {(s["pipeline"], s["step"]): s for s in queue["steps"]}
-    assert steps[("positions", "located")]["in"] >= 4 and steps[("positions", "located")]["out"] >= 3
+
+    def located_counted() -> bool:  # the step counts come in the worker's report, every 0.5 s after its work
+        steps = {(s["pipeline"], s["step"]): s for s in httpx.get(f"{d.url}/v1/queue").json()["steps"]}
+        located = steps.get(("positions", "located"), {})
+        return located.get("in", 0) >= 4 and located.get("out", 0) >= 3
+
+    wait_for(located_counted, what="the worker's report of the step's counts")
 
 
 def test_another_engine_publishes_to_the_daemon_with_url(start_daemon, tmp_path: Path) -> None:
