@@ -167,9 +167,12 @@ def by_value(value: Any) -> Any:
     """Numbers compared by value: Spark's ``parse_json`` keeps a JSON number exactly but reads ``-5.0`` as the
     decimal ``-5``, which it writes back as ``-5``; and where the local engine computes in DOUBLE what Spark
     computes in DECIMAL (a JSON ``1.5`` is a DOUBLE locally, a DECIMAL in a VARIANT) the last digit can differ,
-    so fractions are compared to 12 significant digits (docs/spark.md, known differences)."""
+    so fractions are compared to 12 significant digits (docs/spark.md, known differences). An integral double is
+    an integer only within 64 bits, as JSON's integers are (``3.49e19`` stays a double, to 12 digits too)."""
     if isinstance(value, float):
-        return int(value) if value.is_integer() else float(f"{value:.12g}")
+        if value.is_integer() and -2**63 <= value < 2**63:
+            return int(value)
+        return float(f"{value:.12g}")
     if isinstance(value, list):
         return [by_value(v) for v in value]
     if isinstance(value, dict):
