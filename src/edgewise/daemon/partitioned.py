@@ -105,7 +105,8 @@ class PartitionedWorker(Worker):
     def snapshot(self) -> dict[str, object]:
         if not self.stopping:  # the last snapshot, after close, keeps the lag it had
             self._lag = self.queue.waiting_after(self.read_upto)
-        return {**super().snapshot(), "partitions": sorted(self.share.mine), "position": self.read_upto,
+        # its partitions are the daemon's assignment (``partitions_of``), which /v1/queue shows without asking
+        return {**super().snapshot(), "position": self.read_upto,
                 "lag_entries": self._lag[0], "lag_events": self._lag[1]}
 
 

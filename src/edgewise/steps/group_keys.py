@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from edgewise.expr.values import LONG_MAX, LONG_MIN
 from edgewise.steps.state_values import encode_value
 
 _AS_IS = frozenset({str, int, type(None), Decimal, datetime, date})
@@ -107,7 +108,7 @@ def _by_value(value: Any) -> Any:
     if isinstance(value, float | Decimal):
         if value.is_finite() if isinstance(value, Decimal) else math.isfinite(value):
             integral = int(value)
-            if integral == value and -2**63 <= integral < 2**63:  # JSON's integers (orjson writes 64 bits)
+            if integral == value and LONG_MIN <= integral <= LONG_MAX:  # JSON's integers (orjson writes 64 bits)
                 return integral
             return float(value)
         return {"$float": str(float(value))}  # NaN and the infinities: JSON has no number for them

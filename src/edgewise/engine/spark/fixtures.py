@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from edgewise.errors import ConfigError, EdgewiseError
+from edgewise.expr.values import LONG_MAX, LONG_MIN
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -170,7 +171,7 @@ def by_value(value: Any) -> Any:
     so fractions are compared to 12 significant digits (docs/spark.md, known differences). An integral double is
     an integer only within 64 bits, as JSON's integers are (``3.49e19`` stays a double, to 12 digits too)."""
     if isinstance(value, float):
-        if value.is_integer() and -2**63 <= value < 2**63:
+        if value.is_integer() and LONG_MIN <= value <= LONG_MAX:
             return int(value)
         return float(f"{value:.12g}")
     if isinstance(value, list):
