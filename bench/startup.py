@@ -8,7 +8,11 @@ parsed before does not import sqlglot), kept in a directory of this benchmark's 
 with that cache switched off (``EDGEWISE_LOAD_CACHE=off``), as every run of a new pipeline file starts. The
 target (issue 42) is a median of at most 0.25 CPU s for edgewise.
 
-    .venv/bin/python bench/startup.py [--runs 21] [--out bench/results/startup.json]
+With ``--other COMMAND`` another install's ``edgewise`` command (an older commit's, in a venv of its own) runs as
+one more side, with the load cache kept, rotated run by run with the others: two versions compared on the same
+minutes of a machine whose speed moves (each side's median, and the per-round ratio of the two).
+
+    .venv/bin/python bench/startup.py [--runs 21] [--other PATH/bin/edgewise] [--out bench/results/startup.json]
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "startup.json"))
+    parser.add_argument("--other", help="another install's edgewise command, run as one more side")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPATH")}
     # the console script a user runs, of the environment this runs in (`make install` installs this tree there)
@@ -63,12 +68,20 @@ def main() -> int:
         uncached_env = {**env, "EDGEWISE_LOAD_CACHE": "off"}
         sides = [("edgewise", edgewise, env), ("edgewise_load_cache_off", edgewise, uncached_env),
                  ("bare_python", bare, env)]
+        if args.other:
+            times["other"] = []
+            other_env = {**env, "EDGEWISE_CACHE_DIR": str(Path(directory, "other-cache"))}
+            sides.append(("other", [args.other, "run", "pipeline.yaml"], other_env))
         for _, command, side_env in sides:  # writes the bytecode caches (and the expression cache)
             cpu_of(command, directory, side_env)
         for i in range(args.runs):
-            for name, command, side_env in sides[i % 3:] + sides[:i % 3]:
+            for name, command, side_env in sides[i % len(sides):] + sides[:i % len(sides)]:
                 times[name].append(cpu_of(command, directory, side_env))
     median = {k: round(statistics.median(v), 3) for k, v in times.items()}
+    other = {}
+    if args.other:
+        ratios = [o / e for o, e in zip(times["other"], times["edgewise"], strict=True)]
+        other = {"other": args.other, "other_over_edgewise_per_round_median": round(statistics.median(ratios), 3)}
     write_result(args.out, {
         "benchmark": "start-up: CPU s from process start to exit, edgewise run on a one-line file vs a bare Python",
         "command": " ".join(["bench/startup.py", *sys.argv[1:]]),
@@ -78,6 +91,7 @@ def main() -> int:
         "edgewise_over_bare_python_s": round(median["edgewise"] - median["bare_python"], 3),
         "bare_pythons": {k: round(median[k] / median["bare_python"], 1) for k in times if k != "bare_python"},
         "met": {f"edgewise <= {TARGET_CPU_S} CPU s": median["edgewise"] <= TARGET_CPU_S},
+        **other,
     })
     return 0
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,34 @@ def test_only_the_named_command_is_built_and_every_command_is_still_listed(capsy
         main(["--help"])
     out = capsys.readouterr().out
     assert all(name in out for name in full)
+
+
+@pytest.mark.parametrize("columns", ["", "40", "132", "not a number", "0"])
+def test_help_is_as_wide_as_shutil_says_the_terminal_is(columns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help's width is found without importing shutil (cli._columns); shutil's own answer is the oracle, with
+    COLUMNS set or not and standard output a pipe (no terminal)."""
+    import shutil
+
+    from edgewise.cli import _columns
+
+    if columns:
+        monkeypatch.setenv("COLUMNS", columns)
+    else:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    assert _columns() == shutil.get_terminal_size().columns
+
+
+def test_a_run_does_not_import_what_only_help_or_the_daemon_needs(tmp_path: Path) -> None:
+    """shutil (argparse's way to the terminal's width), concurrent.futures and tempfile (a cache write) are not
+    imported by a run whose pipeline file's caches are warm."""
+    (tmp_path / "in.ndjson").write_text('{"a": 1}\n')
+    (tmp_path / "p.yaml").write_text("version: 1\nsources:\n  - {id: in, type: file, path: in.ndjson}\n"
+                                     "pipelines:\n  - id: p\n    steps:\n      - filter: {id: f, where: 'a = 1'}\n")
+    probe = ("import sys\nfrom edgewise.cli import main\nmain(['run', '--quiet', 'p.yaml'])\n"
+             "print(sorted({'shutil', 'concurrent.futures', 'tempfile'} & set(sys.modules)), file=sys.stderr)\n")
+    env = {**os.environ, "EDGEWISE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("EDGEWISE_LOAD_CACHE", None)
+    runs = [subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           check=True) for _ in range(2)]
+    assert "tempfile" in runs[0].stderr  # the first run writes the caches: the probe sees imports
+    assert runs[1].stderr.strip() == "[]"

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import tempfile
 from pathlib import Path
 
 CACHE = "EDGEWISE_CACHE_DIR"
@@ -50,6 +49,8 @@ def write_cached(path: Path | None, content: bytes) -> bool:
     False where it cannot be written."""
     if path is None:
         return False
+    import tempfile  # only where a cache is written: a run that finds everything cached does not pay its import
+
     temporary = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +64,19 @@ def write_cached(path: Path | None, content: bytes) -> bool:
                 os.unlink(temporary)
         return False
     return True
+
+
+def keep_newest(directory: Path, suffix: str, keep: int) -> None:
+    """Delete all but the ``keep`` most recently written files of ``directory`` whose names end in ``suffix``;
+    never raises (a file another process deleted first is gone either way)."""
+    with contextlib.suppress(OSError):
+        entries = [e for e in os.scandir(directory) if e.name.endswith(suffix)]
+        if len(entries) <= keep:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime_ns)
+        for entry in entries[: len(entries) - keep]:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
 
 
 @functools.cache

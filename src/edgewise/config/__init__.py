@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from edgewise.config import registry
+from edgewise.config import registry, validated_cache
 from edgewise.config.models import PipelineFileConfig, SinkConfig, SourceConfig
 from edgewise.config.plan import PipelinePlan, Plan
 from edgewise.config.validate import validate_model
@@ -54,29 +54,9 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
         raise doc.error((), "this is a test file (pipeline unit tests: `pipeline:` and `tests:`), not a pipeline "
                         f"file: run its tests with `edgewise test {doc.file}`")
     ctx = BuildContext(base_dir if base_dir is not None else os.path.dirname(os.path.abspath(doc.file)))
-    top = validate_model(PipelineFileConfig, doc, ())
+    known = validated_cache.cached(doc.data)
+    top, sources, sinks, stores, step_configs = known or _validated(doc)
     problems: list[ConfigError] = []
-
-    def collect(fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except ConfigError as exc:
-            problems.extend(exc.problems or [exc])
-            return None
-
-    sources = [collect(_plugin_config, "sources", doc, ("sources", i)) for i in range(len(top.sources))]
-    stores = {name: collect(_store_config, doc, ("state", name)) for name in top.state}
-    sinks = [collect(_plugin_config, "sinks", doc, ("sinks", i)) for i in range(len(top.sinks))]
-    step_configs: list[list[tuple[Path, str, Any]]] = []
-    for pi, pipeline in enumerate(top.pipelines):
-        entries = []
-        for si in range(len(pipeline.steps)):
-            found = collect(_step_config, doc, ("pipelines", pi, "steps", si))
-            if found is not None:
-                entries.append(found)
-        step_configs.append(entries)
-    if problems:
-        raise ConfigError.of(problems)
 
     sink_ids = {s.id for s in sinks if s is not None}
     problems.extend(_check_ids(doc, top, sources, sinks, step_configs))
@@ -101,6 +81,8 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
         pipelines.append(PipelinePlan(pipeline.id, steps, list(pipeline.to), pipeline.description, position=pi))
     if problems:
         raise ConfigError.of(problems)
+    if known is None:
+        validated_cache.keep(doc.data, validated_cache.Validated(top, sources, sinks, stores, step_configs))
     return Plan(
         file=doc.file,
         config=top,
@@ -114,6 +96,34 @@ def load_document(doc: Document, base_dir: str | None = None) -> Plan:
         base_dir=ctx.base_dir,
         document=doc,
     )
+
+
+def _validated(doc: Document) -> validated_cache.Validated:
+    """The top level, each source, store and step checked against its model; every problem found is raised."""
+    top = validate_model(PipelineFileConfig, doc, ())
+    problems: list[ConfigError] = []
+
+    def collect(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except ConfigError as exc:
+            problems.extend(exc.problems or [exc])
+            return None
+
+    sources = [collect(_plugin_config, "sources", doc, ("sources", i)) for i in range(len(top.sources))]
+    stores = {name: collect(_store_config, doc, ("state", name)) for name in top.state}
+    sinks = [collect(_plugin_config, "sinks", doc, ("sinks", i)) for i in range(len(top.sinks))]
+    step_configs: list[list[tuple[Path, str, Any]]] = []
+    for pi, pipeline in enumerate(top.pipelines):
+        entries = []
+        for si in range(len(pipeline.steps)):
+            found = collect(_step_config, doc, ("pipelines", pi, "steps", si))
+            if found is not None:
+                entries.append(found)
+        step_configs.append(entries)
+    if problems:
+        raise ConfigError.of(problems)
+    return validated_cache.Validated(top, sources, sinks, stores, step_configs)
 
 
 def _plugin_config(kind: registry.Kind, doc: Document, path: Path) -> SourceConfig | SinkConfig:

@@ -11,15 +11,12 @@ The switch is the load cache's: ``EDGEWISE_LOAD_CACHE=off`` (``expr/tree_cache.p
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 from pathlib import Path
-from typing import Any
 
 import orjson
 
-from edgewise.cachedir import cache_path, install_key, read_cached, switched_off, write_cached
+from edgewise.cachedir import cache_path, install_key, keep_newest, read_cached, switched_off, write_cached
 from edgewise.config.yamlpos import Document
 from edgewise.expr.tree_cache import SWITCH
 
@@ -58,7 +55,7 @@ def keep(text: str, document: Document) -> None:
         return
     path = _path(text)
     if write_cached(path, content) and path is not None:
-        _forget_old(path.parent)
+        keep_newest(path.parent, ".json", KEEP)
 
 
 def _path(text: str) -> Path | None:
@@ -70,14 +67,3 @@ def _loader_key() -> str:
     """What decides the document a text loads to: the loader (``yamlpos.py``, this module) and PyYAML."""
     here = Path(__file__).parent
     return install_key(LAYOUT, (here / "yamlpos.py", here / "document_cache.py"), ("yaml",))
-
-
-def _forget_old(directory: Path) -> None:
-    with contextlib.suppress(OSError):
-        entries: list[Any] = [e for e in os.scandir(directory) if e.name.endswith(".json")]
-        if len(entries) <= KEEP:
-            return
-        entries.sort(key=lambda e: e.stat().st_mtime_ns)
-        for entry in entries[: len(entries) - KEEP]:
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)

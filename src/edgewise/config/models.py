@@ -79,7 +79,9 @@ Id = Annotated[str, Field(pattern=ID_PATTERN, max_length=128, description="a sta
 class Model(BaseModel):
     """Base of every config model: unknown fields are errors, values are immutable after loading."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a model's schema is built when it first validates (or gives its JSON Schema), not when its class
+    # is made, so a run whose configs come validated from the cache (``validated_cache.py``) builds none
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class RetryPolicy(Model):
@@ -136,8 +138,10 @@ class SinkConfig(Model):
 
     id: Id
     type: str
-    retry: RetryPolicy = Field(default_factory=lambda: RetryPolicy(attempts=5, backoff="200ms", max_backoff="10s"),
-                               description="retries for a failed write, with exponential backoff")
+    retry: RetryPolicy = Field(
+        # made, not validated (5 tries, 200 ms doubling up to 10 s, in µs): a default built in code builds no schema
+        default_factory=lambda: RetryPolicy.model_construct(attempts=5, backoff=200_000, max_backoff=10_000_000),
+        description="retries for a failed write, with exponential backoff")
     on_error: str = Field(
         "fail",
         description="after the retries: 'fail' (the run fails) or the id of another sink that receives the "

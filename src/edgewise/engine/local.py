@@ -89,7 +89,9 @@ class LocalEngine:
         self.sinks: dict[str, Sink] = {}
         for sink_id, config in plan.sinks.items():
             self.sinks[sink_id] = overrides.get(sink_id) or plan.sink_classes[sink_id](config, _base(plan))
-        self.sinks[STDOUT] = overrides.get(STDOUT) or StdoutSink(StdoutConfig(id="stdout"), build)
+        # made, not validated: its values are constants, and validating would build the models' schemas that a
+        # run whose configs came from the cache never builds (config/validated_cache.py)
+        self.sinks[STDOUT] = overrides.get(STDOUT) or StdoutSink(StdoutConfig.model_construct(id="stdout"), build)
         self.ctx = RunContext(clock=self.clock, send=self._send, errors=errors, sleep=sleep)  # type: ignore[arg-type]
         self.runners = {sid: SinkRunner(s, sleep, self._sink_dead_letter) for sid, s in self.sinks.items()}
         self.state = state if state is not None else StateRuntime(plan, stores, fresh=fresh)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import secrets
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from edgewise.config.models import SourceConfig
@@ -21,6 +20,8 @@ from edgewise.errors import SourceError
 from edgewise.events import Batch
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future  # with logging, ~2% of a one-shot run, which has no daemon source
+
     from edgewise.clock import Clock
     from edgewise.config import BuildContext
     from edgewise.daemon.queue import Append, Appended
