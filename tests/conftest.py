@@ -68,3 +68,13 @@ def read_terminal(fd: int) -> str:
 def root() -> Path:
     return ROOT
 
+
+@pytest.fixture
+def load_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache directory of the test's own with the load caches on (parsed expressions, loaded files, validated
+    configs), for a test of what a second load reads from them. ``tmp_path_factory``: hypothesis tests use it."""
+    directory = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("EDGEWISE_CACHE_DIR", str(directory))
+    monkeypatch.delenv("EDGEWISE_LOAD_CACHE", raising=False)
+    return directory
+

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +25,8 @@ from tests.conftest import ROOT
 
 
 @pytest.fixture
-def cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    directory = tmp_path_factory.mktemp("cache")
-    monkeypatch.setenv("EDGEWISE_CACHE_DIR", str(directory))
-    monkeypatch.delenv(tree_cache.SWITCH, raising=False)
-    yield directory
+def cache(load_cache: Path) -> Path:
+    return load_cache
 
 
 def _kept(cache: Path) -> list[Path]:

@@ -10,7 +10,6 @@ import os
 import pickle
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +31,8 @@ from tests.fuzz.generate import cases
 
 
 @pytest.fixture
-def cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    directory = tmp_path_factory.mktemp("cache")
-    monkeypatch.setenv("EDGEWISE_CACHE_DIR", str(directory))
-    monkeypatch.delenv(tree_cache.SWITCH, raising=False)
-    yield directory
+def cache(load_cache: Path) -> Path:
+    return load_cache
 
 
 def _kept(cache: Path) -> list[Path]:
