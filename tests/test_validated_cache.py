@@ -150,6 +150,16 @@ def test_a_file_others_can_write_is_never_read(cache: Path) -> None:
     assert _planted(DATA, cache, 0o666) != "planted"
 
 
+def test_a_link_is_never_followed(cache: Path, tmp_path: Path) -> None:
+    """A link in the cache's place, to a file the user owns that holds a planted pickle, is not read."""
+    assert _planted(DATA, cache, 0o600) == "planted"
+    [kept] = _kept(cache)
+    target = tmp_path / "elsewhere.pickle"
+    kept.rename(target)
+    kept.symlink_to(target)
+    assert str(load_document(load_text(yaml.safe_dump(DATA), "p.yaml")).config.name) != "planted"
+
+
 def test_a_damaged_file_is_validated_again(cache: Path) -> None:
     text = yaml.safe_dump(DATA)
     load_document(load_text(text, "p.yaml"))

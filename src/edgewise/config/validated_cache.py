@@ -15,9 +15,9 @@ code decide the result. The file's name holds a digest of the values (in their o
 edited checkout never reads what other code validated. Only configs of edgewise's own plugins are kept (a
 third-party plugin can change without edgewise's key changing).
 
-A pickle runs code when it is read, so a file is read only where the cache is this user's alone: the file owned
-by the user and writable by nobody else (docs/security.md). Anything that cannot be read or written is a cache
-that is not there; ``EDGEWISE_LOAD_CACHE=off`` turns it off with the other load caches.
+A pickle runs code when it is read, so a file is read only where the cache is this user's alone: the file itself
+(not a link), owned by the user and writable by nobody else (docs/security.md). Anything that cannot be read or
+written is a cache that is not there; ``EDGEWISE_LOAD_CACHE=off`` turns it off with the other load caches.
 """
 
 from __future__ import annotations
@@ -61,13 +61,12 @@ def cached(data: Any) -> Validated | None:
     if path is None:
         return None
     try:
-        with open(path, "rb") as fh:
+        # O_NOFOLLOW: a link planted in a shared cache directory could point at another file the user owns
+        with open(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
             status = os.fstat(fh.fileno())
             if status.st_uid != os.getuid() or status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 return None  # not this user's alone: never unpickled
             found = pickle.load(fh)  # noqa: S301 - this user's own file, keyed by this code (module docstring)
-    except FileNotFoundError:
-        return None
     except Exception:  # noqa: BLE001 - a damaged or foreign file is a cache that is not there
         return None
     return found if isinstance(found, Validated) else None
