@@ -56,6 +56,7 @@ bench: install  ## the benchmark harness (writes bench/results/*.json; see BENCH
 	$(BIN)/python bench/spark_ysb_start.py
 	$(BIN)/python bench/spark_codegen.py
 	$(BIN)/python bench/spark_keyed.py
+	$(BIN)/python bench/spark_keyed_apis.py
 	$(BIN)/python bench/hub_link.py
 
 FUZZ_MINUTES ?= 30

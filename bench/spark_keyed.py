@@ -127,12 +127,17 @@ def make_archive(source: Path, base: Path, env: dict[str, str], cores: int) -> P
     return built_archive(Path(env["EDGEWISE_CACHE_DIR"]))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def input_arguments(parser: argparse.ArgumentParser) -> None:
+    """The input's size, the rounds and the cores: the options of this benchmark and of ``spark_keyed_apis.py``."""
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--keys", type=int, default=90_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cores", type=int, default=2)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    input_arguments(parser)
     parser.add_argument("--steps", default="dedupe,aggregate,complete")
     args = parser.parse_args()
     kinds = args.steps.split(",")

@@ -34,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import write_result
-from spark_keyed import HAND_WRITTEN, ROOT, SCHEMA, records, write_input
+from spark_keyed import HAND_WRITTEN, ROOT, SCHEMA, input_arguments, records, write_input
 from spark_ysb_start import run
 
 BUCKETS_PER_CORE = 4
@@ -162,10 +162,7 @@ JOBS = {"tws": TWS, "apply": APPLY}
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--events", type=int, default=300_000)
-    parser.add_argument("--keys", type=int, default=90_000)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--cores", type=int, default=2)
+    input_arguments(parser)
     args = parser.parse_args()
     sides = ["native", "tws", "apply"]
     times: dict[str, list[float]] = {side: [] for side in sides}
