@@ -42,9 +42,14 @@ pipelines:
     steps:
       - window: {id: counts, key: [k], tumbling: 10s, watermark: 2s, aggs: {n: count(), total: sum(v)}}
     to: [windows-out]
+  - id: once
+    steps:
+      - dedupe: {id: first-of-each, key: "v % 1000", within: 1h, watermark: 2s}
+    to: [once-out]
 sinks:
   - {id: enriched-out, type: file, path: out/enriched, fsync: false}
   - {id: windows-out, type: file, path: out/windows, fsync: false}
+  - {id: once-out, type: file, path: out/once, fsync: false}
 """
 
 
@@ -136,3 +141,8 @@ def test_killed_driver_resumes_with_exactly_once_output(spark: Any, tmp_path: Pa
     assert Counter(tuple(r[k] for k in key) for r in windows) == \
         Counter(tuple(r[k] for k in key) for r in expected["per-key"])
     assert len(windows) == len({(r["k"], r["window_start"]) for r in windows}), "a window was written twice"
+
+    # a keyed step's state (applyInPandasWithState: the pipeline's one stateful step) across micro-batches and
+    # kills: each key's later events, in later segments, are duplicates of its first
+    once = _records(tmp_path / "out" / "once")
+    assert sorted(r["v"] for r in once) == sorted(r["v"] for r in expected["once"]) == list(range(1000))

@@ -171,7 +171,8 @@ def test_a_new_checkpoint_pins_its_buckets_and_one_keyed_per_key_is_refused(spar
     plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
     SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True))
     pinned = json.loads((tmp_path / "ck" / LAYOUT_FILE).read_text())
-    assert pinned == {"keyed_buckets": 8}  # 4 per shuffle partition (the test session runs 2), at least 8
+    # 4 per shuffle partition (the test session runs 2), at least 8; a lone keyed step in applyInPandasWithState
+    assert pinned == {"keyed_buckets": 8, "keyed_operator": "applyInPandasWithState"}
     # a checkpoint an earlier edgewise started (types, offsets, no layout) kept its keyed state per key
     old = tmp_path / "old"
     (old / "p" / "offsets").mkdir(parents=True)
@@ -210,3 +211,70 @@ sinks: [{id: out, type: file, path: out, envelope: true}]
     for key, seen in by_key.items():
         assert [n for _, n in sorted(seen)] == list(range(1, len(seen) + 1)), key
     capsys.readouterr()
+
+
+def _operators(spark: Any, tmp_path: Path, steps: str, checkpoint: Path) -> list[str]:
+    """The keyed operators of the plan's one query, as Spark's explain names them."""
+    import re
+
+    from edgewise.config import load_text_plan
+    from edgewise.engine.spark.job import SparkJob, SparkOptions
+
+    (tmp_path / "in").mkdir(exist_ok=True)
+    plan = load_text_plan(_spool_pipeline(steps), file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
+    job = SparkJob(spark, plan, SparkOptions(checkpoint=str(checkpoint), once=True), report=lambda text: None)
+    return re.findall(r"^\(\d+\) (FlatMapGroupsInPandasWithState|TransformWithStateInPySpark)", job.explain(),
+                      re.MULTILINE)
+
+
+def test_a_lone_keyed_step_runs_in_apply_in_pandas_with_state_and_chained_ones_in_transform_with_state(
+        spark: Any, tmp_path: Path) -> None:
+    """applyInPandasWithState is the cheaper (BENCHMARKS.md); Spark refuses it beside another stateful operator, and
+    a checkpoint started before it keeps the operator whose state it holds."""
+    from edgewise.engine.spark.job import LAYOUT_FILE
+
+    lone_dedupe = "      - dedupe: {id: once, key: k, within: 1m, watermark: 5s}\n"
+    lone_aggregate = "      - aggregate: {id: n, key: [k], aggs: {n: count()}, into: so_far}\n"
+    assert _operators(spark, tmp_path, lone_dedupe, tmp_path / "a") == ["FlatMapGroupsInPandasWithState"]
+    assert _operators(spark, tmp_path, lone_aggregate, tmp_path / "b") == ["FlatMapGroupsInPandasWithState"]
+    complete = ("      - complete: {id: c, key: k, parts: {a: \"kind = 'a'\", b: \"kind = 'b'\"}, timeout: 1m, "
+                "into: st}\n")
+    assert _operators(spark, tmp_path, complete, tmp_path / "c") == ["FlatMapGroupsInPandasWithState"]
+    chained = lone_dedupe + "      - window: {id: w, key: [k], tumbling: 1m, aggs: {n: count()}}\n"
+    assert _operators(spark, tmp_path, chained, tmp_path / "d") == ["TransformWithStateInPySpark"]
+    two = lone_dedupe + lone_aggregate
+    assert _operators(spark, tmp_path, two, tmp_path / "e") == ["TransformWithStateInPySpark"] * 2
+    # a checkpoint an earlier edgewise started with its buckets, before the keyed operator was pinned
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / LAYOUT_FILE).write_text('{"keyed_buckets": 8}')
+    assert _operators(spark, tmp_path, lone_dedupe, old) == ["TransformWithStateInPySpark"]
+    assert json.loads((old / LAYOUT_FILE).read_text()) == {"keyed_buckets": 8}
+
+
+@pytest.mark.parametrize("operator", ["applyInPandasWithState", "transformWithStateInPandas"])
+def test_a_dedupe_passes_on_events_behind_the_watermark(spark: Any, tmp_path: Path, operator: str) -> None:
+    """Worked by hand, from docs/state.md: an event the watermark has passed is not dropped by a dedupe; it is
+    compared with what the dedupe still remembers and, kept, passed on unremembered. Spark's operators drop rows
+    behind the watermark where they see its column with an event-time timeout: neither keyed operator may. (Both
+    remembered the late q@50, and so dropped q@55, before the step took the micro-batch's watermark as its own
+    for what it remembers; the local engine keeps q@55.)"""
+    from edgewise.engine.spark.job import LAYOUT_FILE
+
+    spool = tmp_path / "in"
+    spool.mkdir()
+    checkpoint = tmp_path / "ck"
+    checkpoint.mkdir()
+    layout = {"keyed_buckets": 8, **({"keyed_operator": operator} if operator == "applyInPandasWithState" else {})}
+    (checkpoint / LAYOUT_FILE).write_text(json.dumps(layout))
+    _segment(spool, 1, [{"k": "a", "t": 100, "n": 1}, {"k": "z", "t": 200, "n": 2}])  # watermark 195 after it
+    _segment(spool, 2, [{"k": "a", "t": 101, "n": 3},  # a@100 forgotten (110 <= 195): kept, late
+                        {"k": "q", "t": 50, "n": 4},   # a new key, late: kept
+                        {"k": "z", "t": 193, "n": 5},  # 7 s from z@200, remembered: a duplicate
+                        {"k": "q", "t": 55, "n": 6}])  # q@50 was not remembered (the watermark was past 60): kept
+    steps = "      - dedupe: {id: once, key: k, within: 10s, watermark: 5s}\n"
+    named = {"applyInPandasWithState": "FlatMapGroupsInPandasWithState",
+             "transformWithStateInPandas": "TransformWithStateInPySpark"}
+    assert _operators(spark, tmp_path, steps, checkpoint) == [named[operator]]
+    got = _collecting(spark, _spool_pipeline(steps), tmp_path, checkpoint, max_files_per_trigger=1)
+    assert sorted(r["n"] for _, r in got[""]) == [1, 2, 3, 4, 6]

@@ -63,6 +63,8 @@ class DedupeStep(StatefulStep):
         earlier kept time the watermark passes before a later one is kept)."""
         self.expiry: list[tuple[int, str]] = []
         self.max_time = -END_OF_TIME
+        self.expired_to = -END_OF_TIME
+        """The watermark ``expire`` was last given (engines that keep the timers: Spark's, for this call)."""
         self.dirty.clear()
 
     def process(self, batch: Batch, ctx: RunContext) -> Batch:
@@ -74,7 +76,7 @@ class DedupeStep(StatefulStep):
         # a kept time at or before this is forgotten; the remembered ones are all later (``_expire`` runs whenever
         # the watermark moves)
         own_time = self.own_time_forgets
-        forgotten = self.max_time - delay - within if own_time else -END_OF_TIME
+        forgotten = (self.max_time - delay if own_time else self.expired_to) - within
         for i, (value, t) in enumerate(zip(keys, batch.event_times, strict=True)):
             if value is not None:
                 text = match_text(value)
@@ -130,8 +132,9 @@ class DedupeStep(StatefulStep):
 
     def expire(self, now_us: int, ctx: RunContext) -> Batch | None:
         """The watermark is at ``now_us``: forget the keys it has passed (for engines that keep the timers
-        themselves). Nothing is emitted."""
+        themselves), and remember no later event it has passed as well. Nothing is emitted."""
         self._expire(now_us)
+        self.expired_to = max(self.expired_to, now_us)
         return None
 
     def idle(self, by_us: int, ctx: RunContext) -> Batch | None:

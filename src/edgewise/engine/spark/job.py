@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING, Any, cast
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.chains import emits_behind_watermark, event_time_complete
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
-from edgewise.engine.spark.keyed import buckets_for, compile_aggregate, compile_complete, compile_dedupe
+from edgewise.engine.spark.keyed import (
+    Keyed,
+    buckets_for,
+    compile_aggregate,
+    compile_complete,
+    compile_dedupe,
+    group_state_allowed,
+)
 from edgewise.engine.spark.progress import ROWS_IN_METRIC, MicroBatchLines
 from edgewise.engine.spark.python_steps import compile_python_step
 from edgewise.engine.spark.sinks import END, BatchWriter, Collector, step_routes
@@ -68,8 +75,12 @@ END_SOURCE = "edgewise:end"
 END_TIME_US = 253_370_764_800_000_000  # 9999-01-01T00:00:00Z
 TYPES_FILE = "edgewise-types.json"
 LAYOUT_FILE = "edgewise-state.json"
-"""How a checkpoint keeps edgewise's own state: the number of hash buckets of the keyed steps (``keyed.py``)."""
+"""How a checkpoint keeps edgewise's own state: the number of hash buckets of the keyed steps, and whether a keyed
+step that may runs through ``applyInPandasWithState`` (``keyed.py``)."""
 KEYED_STEPS = ("aggregate", "complete", "dedupe")
+GROUP_STATE_LAYOUT = "applyInPandasWithState"
+"""``LAYOUT_FILE``'s ``keyed_operator`` of a checkpoint whose keyed steps run through ``applyInPandasWithState``
+where they may (absent: every one through ``transformWithStateInPandas``)."""
 CLOCK_TRIGGER_S = 1.0
 """The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
 such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
@@ -134,7 +145,7 @@ class SparkJob:
         self.only = pipelines
         check_plan(plan)
         os.makedirs(options.checkpoint, exist_ok=True)
-        self.buckets = self._keyed_buckets()
+        self.buckets, self.group_state = self._keyed_layout()
         self.types = self._input_types()
         self.compiled = [self._compile(p) for p in plan.pipelines if not self.only or p.id in self.only]
         self._check_spool_order()
@@ -185,15 +196,18 @@ class SparkJob:
                 types.sampled = {p for p in types.sampled if p[0] not in declared.tree}
         return types
 
-    def _keyed_buckets(self) -> int:
-        """The hash buckets the keyed steps keep their state in: pinned in the checkpoint on first start. A
-        checkpoint started before the buckets (it has input types but no layout) kept a keyed step's state per key,
-        which these queries cannot find: refused."""
+    def _keyed_layout(self) -> tuple[int, bool]:
+        """How the keyed steps keep their state, pinned in the checkpoint on first start: the hash buckets, and
+        whether a step that may runs through ``applyInPandasWithState`` (``keyed.group_state_allowed``): a
+        checkpoint started before that operator existed keeps its steps in ``transformWithStateInPandas``'s state.
+        A checkpoint started before the buckets (it has input types but no layout) kept a keyed step's state per
+        key, which these queries cannot find: refused."""
         checkpoint = self.options.checkpoint
         path = os.path.join(checkpoint, LAYOUT_FILE)
         if os.path.exists(path):
             with open(path, encoding="utf-8") as fh:
-                return int(json.load(fh)["keyed_buckets"])
+                layout = json.load(fh)
+            return int(layout["keyed_buckets"]), layout.get("keyed_operator") == GROUP_STATE_LAYOUT
         if os.path.exists(os.path.join(checkpoint, TYPES_FILE)):
             for pipeline in self.plan.pipelines:
                 if any(s.kind in KEYED_STEPS for s in pipeline.steps) and \
@@ -206,9 +220,9 @@ class SparkJob:
         buckets = buckets_for(int(self.spark.conf.get("spark.sql.shuffle.partitions") or 200))
         tmp = path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
-            json.dump({"keyed_buckets": buckets}, fh)
+            json.dump({"keyed_buckets": buckets, "keyed_operator": GROUP_STATE_LAYOUT}, fh)
         os.replace(tmp, path)
-        return buckets
+        return buckets, True
 
     def _infer_schema(self) -> str | None:
         schemas = []
@@ -381,19 +395,22 @@ class SparkJob:
                     side.append(routed)
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step), self.plan, self.options.now_us,
-                                       self.buckets)
+                                       self._keyed(pipeline))
             elif step.kind in STATELESS and not runs_in_python(step):
                 stage = compile_stateless(stage, step)
             elif step.kind == "aggregate":
                 stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us,
-                                       self.buckets)
+                                          self._keyed(pipeline))
             elif step.kind == "complete":
                 stage = compile_complete(stage, cast("CompleteStep", step), self.plan, self.options.now_us,
-                                       self.buckets)
+                                         self._keyed(pipeline))
             else:  # spawn, plugin steps and transform ops Spark has no form for: the local step on the executors
                 stage = compile_python_step(stage, step, self.plan, self.options.now_us)
             routing = routing or bool(step_routes(self.plan, step))
         return stage, side, mode
+
+    def _keyed(self, pipeline: PipelinePlan) -> Keyed:
+        return Keyed(self.buckets, self.group_state and group_state_allowed(pipeline.steps))
 
     def _output(self, pipeline: PipelinePlan, stage: Stage, side: list[DataFrame], mode: str, window_marker: bool,
                 step_sql: list[tuple[str, str]]) -> CompiledPipeline:

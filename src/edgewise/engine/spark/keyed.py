@@ -1,5 +1,5 @@
-"""``aggregate``, ``complete`` and ``dedupe`` on Spark: keyed state with ``transformWithStateInPandas``, running
-the local engine's own step.
+"""``aggregate``, ``complete`` and ``dedupe`` on Spark: keyed state with ``applyInPandasWithState`` or
+``transformWithStateInPandas`` (``keyed_processor.py`` says which, when), running the local engine's own step.
 
 Spark has no operator that writes a group's running values onto each event (``aggregate``) or joins a key's parts
 with a timeout (``complete``), so the local step runs on the executors with its state in Spark's RocksDB state
@@ -33,7 +33,7 @@ are taken in event-time order, then by id, so the event kept is the first by eve
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.local_steps import EVENT_TIME_SQL, EVENT_US_SQL
@@ -43,6 +43,7 @@ from edgewise.engine.spark.windows import interval
 
 if TYPE_CHECKING:
     from edgewise.steps.aggregate import AggregateStep
+    from edgewise.steps.base import Step
     from edgewise.steps.complete import CompleteStep
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.stateful import StatefulStep
@@ -63,9 +64,34 @@ def buckets_for(shuffle_partitions: int) -> int:
     return max(MIN_BUCKETS, BUCKETS_PER_PARTITION * shuffle_partitions)
 
 
+class Keyed(NamedTuple):
+    """How a query's keyed steps keep their state."""
+
+    buckets: int
+    """The hash buckets of a step's key (``buckets_for``, pinned in the checkpoint)."""
+    group_state: bool
+    """The step runs through ``applyInPandasWithState`` (``keyed_processor.GroupStateFunction``), not
+    ``transformWithStateInPandas`` (``group_state_allowed``)."""
+
+
+def group_state_allowed(steps: list[Step]) -> bool:
+    """Whether the keyed step among ``steps`` (its query's) runs through ``applyInPandasWithState``: where it is the
+    query's one stateful operator. Spark refuses that API after an aggregation (a window), before one (its rows
+    could be late there: Spark's correctness check) and twice in a query."""
+    return sum(s.kind in STATEFUL_KINDS for s in steps) == 1
+
+
+STATEFUL_KINDS = ("aggregate", "complete", "dedupe", "window")
+"""The steps that are stateful operators on Spark."""
+WATERMARK_MARK = "watermark_mark"
+"""An empty column (NULL in every row) that Spark takes for the watermark's: see ``_run_keyed``."""
+WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
+"""The metadata by which Spark knows a watermarked column (``EventTimeWatermark.delayKey``)."""
+
+
 def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, plan: Any, now_us: int | None,
-               buckets: int, time_mode: str | None = None, watermark_us: int = 0) -> Stage:
-    """The live rows through the local ``step`` (which writes ``into``, where given), grouped in ``buckets``
+               keyed: Keyed, time_mode: str | None = None, watermark_us: int = 0) -> Stage:
+    """The live rows through the local ``step`` (which writes ``into``, where given), grouped in ``keyed.buckets``
     hash buckets of the SQL ``group`` (a string), with ``time_mode`` timers; routed rows pass.
 
     Routed rows go through the same operator (in groups of their own, which hold no state) rather than around it
@@ -75,25 +101,46 @@ def _run_keyed(stage: Stage, step: StatefulStep, into: str | None, group: str, p
     from pyspark.sql import functions as f
 
     from edgewise.engine.local import _base
-    from edgewise.engine.spark.keyed_processor import EVENT_TIME, NO_TIME, OUTPUT, ROUTED_GROUP, LocalStepProcessor
+    from edgewise.engine.spark.keyed_processor import (
+        EVENT_TIME,
+        GROUP_STATE_TIMEOUTS,
+        NO_TIME,
+        OUTPUT,
+        ROUTED_GROUP,
+        STATE_SCHEMA,
+        GroupStateFunction,
+        LocalStepProcessor,
+    )
 
     time_mode = time_mode or NO_TIME
     df = stage.df
+    marks = []
     if time_mode == EVENT_TIME:  # every row moves the watermark: the end-of-input marker (routed) too
         df = df.withWatermark("event_time", interval(watermark_us))
+        if keyed.group_state:
+            # applyInPandasWithState takes an event-time timeout (and gives the watermark) only where a column of
+            # its rows is marked as the watermark's; it then drops the rows whose value there is behind the
+            # watermark, and a late event is not dropped by a keyed step (a late part is a part locally). So the
+            # marked column is an empty one: the watermark itself is the event time's, moved where it is set above
+            marks = [f.expr("CAST(NULL AS TIMESTAMP)").alias(
+                WATERMARK_MARK, metadata={WATERMARK_DELAY_KEY: watermark_us // 1000})]
     # Spark hands a group's rows over as named tuples: the columns need names without a leading underscore.
     # The event time goes in as a value, not as the watermark column, so late rows are not dropped. A routed
     # row's group is never a key's
     routed_group = f"concat('{ROUTED_GROUP}', CAST(pmod(xxhash64(id), {ROUTED_GROUPS}) AS STRING))"
-    bucket = f"CAST(pmod(xxhash64({group}), {buckets}) AS STRING)"
+    bucket = f"CAST(pmod(xxhash64({group}), {keyed.buckets}) AS STRING)"
     rows = df.select(f.expr(f"CASE WHEN {F.LIVE} THEN {bucket} ELSE {routed_group} END").alias("group_key"), "id",
                      f.expr(EVENT_US_SQL).alias("event_us"), "source",
                      f.expr(f"CASE WHEN {F.LIVE} THEN {F.record_json(stage.types)} END").alias("payload"),
-                     f.col("_to").alias("route"), f.col("_record").alias("record"))
+                     f.col("_to").alias("route"), f.col("_record").alias("record"), *marks)
     makers = frozenset({stage.pipeline, *(s.id for p in plan.pipelines if p.id == stage.pipeline for s in p.steps)})
-    processor = LocalStepProcessor(type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode,
-                                   makers)
-    out = rows.groupBy("group_key").transformWithStateInPandas(processor, OUTPUT, "Append", time_mode)
+    made = (type(step), step.config, _base(plan).base_dir, stage.pipeline, now_us, time_mode, makers)
+    if keyed.group_state:
+        out = rows.groupBy("group_key").applyInPandasWithState(GroupStateFunction(*made), OUTPUT, STATE_SCHEMA,
+                                                               "Append", GROUP_STATE_TIMEOUTS[time_mode])
+    else:
+        out = rows.groupBy("group_key").transformWithStateInPandas(LocalStepProcessor(*made), OUTPUT, "Append",
+                                                                   time_mode)
     frame = out.select(
         "id", f.expr(EVENT_TIME_SQL).alias("event_time"), "source",
         f.expr("CASE WHEN route = '' THEN parse_json(payload) END").alias(SOURCE),
@@ -110,26 +157,26 @@ def _group(keys: list[str]) -> str:
     return f"to_json(named_struct({fields}))" if keys else "'{}'"
 
 
-def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int | None, buckets: int) -> Stage:
+def compile_aggregate(stage: Stage, step: AggregateStep, plan: Any, now_us: int | None, keyed: Keyed) -> Stage:
     # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
     keys = [to_guarded_sql(text, stage.types)[0] for text in step.keys.texts]
-    return _run_keyed(stage, step, step.config.into, _group(keys), plan, now_us, buckets)
+    return _run_keyed(stage, step, step.config.into, _group(keys), plan, now_us, keyed)
 
 
-def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | None, buckets: int) -> Stage:
+def compile_complete(stage: Stage, step: CompleteStep, plan: Any, now_us: int | None, keyed: Keyed) -> Stage:
     from edgewise.engine.spark.keyed_processor import EVENT_TIME, PROCESSING_TIME  # PySpark: Spark's path only
 
     config = step.config
     # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
     key, _ = to_guarded_sql(config.key, stage.types)
     time_mode = EVENT_TIME if config.time == "event" else PROCESSING_TIME
-    return _run_keyed(stage, step, config.into, _group([key]), plan, now_us, buckets, time_mode, config.watermark)
+    return _run_keyed(stage, step, config.into, _group([key]), plan, now_us, keyed, time_mode, config.watermark)
 
 
-def compile_dedupe(stage: Stage, step: DedupeStep, plan: Any, now_us: int | None, buckets: int) -> Stage:
+def compile_dedupe(stage: Stage, step: DedupeStep, plan: Any, now_us: int | None, keyed: Keyed) -> Stage:
     from edgewise.engine.spark.keyed_processor import EVENT_TIME  # PySpark: Spark's path only
 
     config = step.config
     # a key that fails to evaluate groups as NULL: the local step meets the error and applies on_error
     key, _ = to_guarded_sql(config.key, stage.types)
-    return _run_keyed(stage, step, None, _group([key]), plan, now_us, buckets, EVENT_TIME, config.watermark)
+    return _run_keyed(stage, step, None, _group([key]), plan, now_us, keyed, EVENT_TIME, config.watermark)

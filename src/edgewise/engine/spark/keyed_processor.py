@@ -1,10 +1,21 @@
-"""The ``transformWithStateInPandas`` processor of the keyed steps (``keyed.py``): one call per hash bucket of the
-step's key and micro-batch, running the local step over the bucket's rows with the bucket's state.
+"""The keyed steps' operators on Spark (``keyed.py``): one call per hash bucket of the step's key and micro-batch,
+running the local step over the bucket's rows with the bucket's state.
 
-Spark runs the processor's ``init`` in a Python process of its own on the driver when it plans the query (to learn
-the state variables), and on every executor's Python worker. So this module imports nothing heavy at its top, and
-the step (whose modules load the expression compiler and the config models) is built at the first rows or timer,
-from its pickled class and config: planning does not pay for edgewise's imports.
+``BucketStep`` is that work, whichever of Spark's two Python state APIs calls it:
+
+- ``GroupStateFunction``, the function of ``applyInPandasWithState``: Spark hands it the bucket's state (a
+  ``GroupState``) with its rows and keeps one timeout per group. Where a keyed step is its query's only stateful
+  operator (``keyed.group_state_allowed``), and the checkpoint was started with it, this is the operator: cheaper
+  than the other for the same work (BENCHMARKS.md, "Which Python state API"), as Spark plans it without running
+  Python and no state call is a round trip to the JVM.
+- ``LocalStepProcessor``, the ``transformWithStateInPandas`` processor: Spark lets it follow and precede other
+  stateful operators (a window, another keyed step), which it refuses ``applyInPandasWithState``; and checkpoints
+  started before the other existed keep it. Spark runs its ``init`` in a Python process of its own on the driver
+  when it plans the query (to learn the state variables).
+
+Both run on every executor's Python worker. So this module imports nothing heavy at its top, and the step (whose
+modules load the expression compiler and the config models) is built at the first rows or timer, from its pickled
+class and config: planning does not pay for edgewise's imports.
 """
 
 from __future__ import annotations
@@ -32,6 +43,8 @@ ROUTED_GROUP = "routed:"
 STATE = "bucket"
 """The processor's one state variable: a bucket's items (the local step's state of the bucket's keys), as JSON of
 name -> base64 value, and the bucket's timer (ms), which is kept here so that it need not be listed from the JVM."""
+STATE_SCHEMA = "items STRING, timer BIGINT"
+"""The bucket's state, in either operator (``GroupStateFunction`` keeps no timer in it: Spark keeps its timeout)."""
 
 EVENT_TIME, PROCESSING_TIME, NO_TIME = "EventTime", "ProcessingTime", "None"
 """``transformWithState`` time modes: which clock a step's timers run on."""
@@ -76,7 +89,10 @@ def _rows_frame(rows: list[Row]) -> Any:
     return pd.DataFrame.from_records(rows, columns=OUTPUT_COLUMNS)
 
 
-class LocalStepProcessor(StatefulProcessor):
+class BucketStep:
+    """The local step over one bucket's rows and state in one call of a keyed operator; the operators adapt Spark's
+    API to it (``LocalStepProcessor``, ``GroupStateFunction``)."""
+
     def __init__(self, step_class: Any, config: Any, base_dir: str, pipeline_id: str, now_us: int | None,
                  time_mode: str, makers: frozenset[str] = frozenset()) -> None:
         self.step_blob = pickle.dumps((step_class, config))
@@ -91,10 +107,6 @@ class LocalStepProcessor(StatefulProcessor):
         self.time_mode = time_mode
         self.step: Any = None
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.state = handle.getValueState(STATE, "items STRING, timer BIGINT")
-
     def _built(self) -> Any:
         if self.step is None:
             from edgewise.config import BuildContext
@@ -107,28 +119,18 @@ class LocalStepProcessor(StatefulProcessor):
             self.guarded = GuardedStep(self.step, self.pipeline_id)
         return self.step
 
-    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
-        with collector.paused():  # a bucket's call makes many small containers (collector.py)
-            out = self._input_rows(key, rows, timerValues)
-        if out is not None:
-            yield out
-
-    def _input_rows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+    def _input_rows(self, frames: list[Any], now: int | None, clock: Any) -> list[Row]:
+        """The bucket's rows of the micro-batch through the step (restored first), which first expires what time
+        (``now``: the watermark or the processing clock; None without timers) has passed."""
         import pandas as pd
 
-        frames = list(rows)
         frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        if str(key[0]).startswith(ROUTED_GROUP):  # rows for sinks pass unchanged (``keyed._run_keyed``)
-            return frame[OUTPUT_COLUMNS]
         times = frame["event_us"].tolist()
         order = in_event_time_order(times, frame["id"].tolist())
         frame = frame.iloc[order]
         times = [times[i] for i in order]
-        self._restore(fired=False)
-        clock = self._clock(timerValues)
         out: list[Row] = []
-        if self.time_mode != NO_TIME:
-            now = self._now(timerValues)
+        if now is not None:
             if self.step.expires_before_rows:  # what time passed comes out before these events
                 out += self._expire(now, clock)
             else:
@@ -144,8 +146,7 @@ class LocalStepProcessor(StatefulProcessor):
                     frame, times = frame.iloc[rest], [times[i] for i in rest]
                 out += self._expire(now, clock)
         out += self._run(frame, times, clock)
-        self._save()
-        return _rows_frame(out) if out else None
+        return out
 
     def _run(self, frame: Any, times: list[int], clock: Any) -> list[Row]:
         """Rows (in event-time order) through the step."""
@@ -155,9 +156,76 @@ class LocalStepProcessor(StatefulProcessor):
             out += run_local_step(self.guarded, frame.iloc[start:end], "payload", clock, times[start:end])
         return out
 
+    def _clock_at(self, batch_ms: int) -> Any:
+        """The clock of the local step: the micro-batch's time (recorded in the offset log, so a replayed
+        micro-batch sees the same time), or the fixed test clock; where Spark gives no batch time (-1), the system
+        clock stands in (it dates dead letters)."""
+        from edgewise.clock import FakeClock, SystemClock
+
+        if self.now_us is not None:
+            return FakeClock(self.now_us)
+        return FakeClock(batch_ms * 1000) if batch_ms >= 0 else SystemClock()
+
+    def _expire(self, now: int, clock: Any) -> list[Row]:
+        from edgewise.engine.context import RunContext
+
+        fired = self.step.expire(now, RunContext(clock=clock))
+        return batch_rows([("", fired)]) if fired is not None else []
+
+    def _restore(self, stored: tuple[Any, ...] | None) -> None:
+        """The step with the bucket's state (``stored``: the state value, None where the bucket has none)."""
+        step = self._built()
+        step.reset()
+        self.items: dict[str, str] = {}
+        self.timer: int | None = None
+        if stored is not None:
+            self.items = orjson.loads(stored[0])
+            self.timer = stored[1]
+            step.restore((name, base64.b64decode(value)) for name, value in self.items.items())
+
+    def _changed_items(self) -> dict[str, str]:
+        """The bucket's items with what the step changed."""
+        items = self.items
+        for name, value in self.step.changes().items():
+            if value is None:
+                items.pop(name, None)
+            else:
+                items[name] = base64.b64encode(value).decode()
+        return items
+
+    def _earliest_deadline_ms(self) -> int | None:
+        """The bucket's timer: its earliest deadline (Spark's timers are in milliseconds); when it fires,
+        everything the time passed expires, and the timer moves to the next deadline."""
+        deadlines = self.step.deadlines()
+        return _ceil_ms(min(deadlines)) if deadlines else None
+
+
+class LocalStepProcessor(BucketStep, StatefulProcessor):
+    """``BucketStep`` as a ``transformWithStateInPandas`` processor: its state one ValueState, its timer one
+    registered timer, both through the processor's handle."""
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.state = handle.getValueState(STATE, STATE_SCHEMA)
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Iterator[Any]:
+        with collector.paused():  # a bucket's call makes many small containers (collector.py)
+            frames = list(rows)
+            if str(key[0]).startswith(ROUTED_GROUP):  # rows for sinks pass unchanged (``keyed._run_keyed``)
+                out = _passed(frames)
+            else:
+                self._restore_state(fired=False)
+                clock = self._clock(timerValues)
+                now = self._now(timerValues) if self.time_mode != NO_TIME else None
+                rows_out = self._input_rows(frames, now, clock)
+                self._save()
+                out = _rows_frame(rows_out) if rows_out else None
+        if out is not None:
+            yield out
+
     def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Iterator[Any]:
         with collector.paused():  # a bucket's call makes many small containers (collector.py)
-            self._restore(fired=True)
+            self._restore_state(fired=True)
             # the timer fired: Spark's time passed it (even where a fixed test clock says otherwise)
             now = max(self._now(timerValues), expiredTimerInfo.getExpiryTimeInMs() * 1000)
             out = self._expire(now, self._clock(timerValues))
@@ -173,43 +241,17 @@ class LocalStepProcessor(StatefulProcessor):
         return int(self._clock(timer_values).now_us())
 
     def _clock(self, timer_values: Any) -> Any:
-        """The clock of the local step: the micro-batch's time (recorded in the offset log, so a replayed
-        micro-batch sees the same time), or the fixed test clock; without timers Spark gives no batch time
-        (-1), and the system clock stands in (it dates dead letters)."""
-        from edgewise.clock import FakeClock, SystemClock
+        # without timers Spark gives no batch time (-1)
+        return self._clock_at(int(timer_values.getCurrentProcessingTimeInMs()))
 
-        if self.now_us is not None:
-            return FakeClock(self.now_us)
-        batch_ms = int(timer_values.getCurrentProcessingTimeInMs())
-        return FakeClock(batch_ms * 1000) if batch_ms >= 0 else SystemClock()
-
-    def _expire(self, now: int, clock: Any) -> list[Row]:
-        from edgewise.engine.context import RunContext
-
-        fired = self.step.expire(now, RunContext(clock=clock))
-        return batch_rows([("", fired)]) if fired is not None else []
-
-    def _restore(self, fired: bool) -> None:
-        """The step with the bucket's state (each call of the state store is a round trip to the JVM: one);
-        ``fired``: the bucket's timer fired (Spark deleted it)."""
-        step = self._built()
+    def _restore_state(self, fired: bool) -> None:
+        """The bucket's state (each call of the state store is a round trip to the JVM: one); ``fired``: the
+        bucket's timer fired (Spark deleted it)."""
         self.fired = fired
-        step.reset()
-        self.items: dict[str, str] = {}
-        self.timer: int | None = None
-        stored = self.state.get()
-        if stored is not None:
-            self.items = orjson.loads(stored[0])
-            self.timer = stored[1]
-            step.restore((name, base64.b64decode(value)) for name, value in self.items.items())
+        self._restore(self.state.get())
 
     def _save(self) -> None:
-        items = self.items
-        for name, value in self.step.changes().items():
-            if value is None:
-                items.pop(name, None)
-            else:
-                items[name] = base64.b64encode(value).decode()
+        items = self._changed_items()
         timer = self._set_timer() if self.time_mode != NO_TIME else None
         if items:
             self.state.update((orjson.dumps(items).decode(), timer))
@@ -217,11 +259,8 @@ class LocalStepProcessor(StatefulProcessor):
             self.state.clear()
 
     def _set_timer(self) -> int | None:
-        """One timer per bucket, at its earliest deadline (Spark's timers are in milliseconds): when it fires,
-        everything the time passed expires, and the timer moves to the next deadline. A timer that fired is
-        gone (Spark deletes it)."""
-        deadlines = self.step.deadlines()
-        wanted = _ceil_ms(min(deadlines)) if deadlines else None
+        """One timer per bucket, at its earliest deadline. A timer that fired is gone (Spark deletes it)."""
+        wanted = self._earliest_deadline_ms()
         held = None if self.fired else self.timer
         if wanted != held:
             if held is not None:
@@ -232,3 +271,69 @@ class LocalStepProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+GROUP_STATE_TIMEOUTS = {EVENT_TIME: "EventTimeTimeout", PROCESSING_TIME: "ProcessingTimeTimeout",
+                        NO_TIME: "NoTimeout"}
+"""``applyInPandasWithState``'s timeout for each time mode (``GroupStateTimeout``'s values)."""
+
+
+class GroupStateFunction(BucketStep):
+    """``BucketStep`` as the function of ``applyInPandasWithState``: Spark gives each call the bucket's state (a
+    ``GroupState``) with its rows, and keeps one timeout per bucket, which a call sets again each time (Spark keeps
+    only what the last call set). Spark calls a bucket whose timeout time has passed (the watermark, or the
+    micro-batch's time, is past it: the same strict test as ``transformWithState``'s timers) with no rows, in the
+    micro-batch after the one that moved time past it, unless the bucket has rows in that micro-batch: their call
+    expires what time has passed first, as ``LocalStepProcessor``'s does."""
+
+    def __call__(self, key: Any, frames: Iterator[Any], state: Any) -> Iterator[Any]:
+        with collector.paused():  # a bucket's call makes many small containers (collector.py)
+            out = self._call(key, list(frames), state)
+        if out is not None:
+            yield out
+
+    def _call(self, key: Any, frames: list[Any], state: Any) -> Any:
+        if str(key[0]).startswith(ROUTED_GROUP):  # rows for sinks pass unchanged (``keyed._run_keyed``)
+            return _passed(frames)
+        self._restore(state.getOption)
+        clock = self._clock_at(int(state.getCurrentProcessingTimeMs()))
+        now = self._now(state, clock)
+        if state.hasTimedOut:
+            # the timeout fired: Spark's time passed it (even where a fixed test clock says otherwise)
+            out = self._expire(max(now or 0, state.oldTimeoutTimestamp * 1000), clock)
+        else:
+            out = self._input_rows(frames, now, clock)
+        items = self._changed_items()
+        if items:
+            state.update((orjson.dumps(items).decode(), None))
+            self._set_timeout(state)
+        else:
+            state.remove()
+        return _rows_frame(out) if out else None
+
+    def _now(self, state: Any, clock: Any) -> int | None:
+        """The step's time: the watermark (event time) or the clock's (processing time); None without timers."""
+        if self.time_mode == EVENT_TIME:
+            return int(state.getCurrentWatermarkMs()) * 1000
+        if self.time_mode == PROCESSING_TIME:
+            return int(clock.now_us())
+        return None
+
+    def _set_timeout(self, state: Any) -> None:
+        wanted = self._earliest_deadline_ms() if self.time_mode != NO_TIME else None
+        if wanted is None:
+            return
+        if self.time_mode == EVENT_TIME:
+            # Spark takes no timeout behind the watermark (the call expired what the watermark passed) and none at
+            # or before the epoch: such a deadline times out as the watermark next moves, as a timer behind it would
+            state.setTimeoutTimestamp(max(wanted, int(state.getCurrentWatermarkMs()), 1))
+        else:  # a duration from the micro-batch's time, Spark's processing clock
+            state.setTimeoutDuration(max(wanted - int(state.getCurrentProcessingTimeMs()), 1))
+
+
+def _passed(frames: list[Any]) -> Any:
+    """A routed group's rows, unchanged."""
+    import pandas as pd
+
+    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return frame[OUTPUT_COLUMNS]
