@@ -35,6 +35,7 @@ from edgewise.engine.spark import frame as F
 from edgewise.engine.spark.chains import emits_behind_watermark, event_time_complete
 from edgewise.engine.spark.fields import FieldTypes, types_from_ddl, types_from_variant_schema
 from edgewise.engine.spark.keyed import (
+    KEYED_STEPS,
     Keyed,
     buckets_for,
     compile_aggregate,
@@ -75,12 +76,11 @@ END_SOURCE = "edgewise:end"
 END_TIME_US = 253_370_764_800_000_000  # 9999-01-01T00:00:00Z
 TYPES_FILE = "edgewise-types.json"
 LAYOUT_FILE = "edgewise-state.json"
-"""How a checkpoint keeps edgewise's own state: the number of hash buckets of the keyed steps, and whether a keyed
-step that may runs through ``applyInPandasWithState`` (``keyed.py``)."""
-KEYED_STEPS = ("aggregate", "complete", "dedupe")
+"""How a checkpoint keeps edgewise's own state: the number of hash buckets of the keyed steps, and whether the keyed
+steps ``applyInPandasWithState`` can run do (``keyed.py``)."""
 GROUP_STATE_LAYOUT = "applyInPandasWithState"
 """``LAYOUT_FILE``'s ``keyed_operator`` of a checkpoint whose keyed steps run through ``applyInPandasWithState``
-where they may (absent: every one through ``transformWithStateInPandas``)."""
+where Spark allows it (absent: every one through ``transformWithStateInPandas``)."""
 CLOCK_TRIGGER_S = 1.0
 """The micro-batch interval of a continuous job with processing-time timers when ``--trigger`` is not given:
 such a job runs a micro-batch at every trigger, data or not (so its timers fire), and would otherwise spin."""
@@ -198,8 +198,8 @@ class SparkJob:
 
     def _keyed_layout(self) -> tuple[int, bool]:
         """How the keyed steps keep their state, pinned in the checkpoint on first start: the hash buckets, and
-        whether a step that may runs through ``applyInPandasWithState`` (``keyed.group_state_allowed``): a
-        checkpoint started before that operator existed keeps its steps in ``transformWithStateInPandas``'s state.
+        whether the keyed steps ``applyInPandasWithState`` can run (``keyed.group_state_allowed``) do: a checkpoint
+        started before that operator existed keeps its steps in ``transformWithStateInPandas``'s state.
         A checkpoint started before the buckets (it has input types but no layout) kept a keyed step's state per
         key, which these queries cannot find: refused."""
         checkpoint = self.options.checkpoint

@@ -1,5 +1,5 @@
 """``aggregate``, ``complete`` and ``dedupe`` on Spark: keyed state with ``applyInPandasWithState`` or
-``transformWithStateInPandas`` (``keyed_processor.py`` says which, when), running the local engine's own step.
+``transformWithStateInPandas`` (``group_state_allowed`` says which), running the local engine's own step.
 
 Spark has no operator that writes a group's running values onto each event (``aggregate``) or joins a key's parts
 with a timeout (``complete``), so the local step runs on the executors with its state in Spark's RocksDB state
@@ -74,6 +74,11 @@ class Keyed(NamedTuple):
     ``transformWithStateInPandas`` (``group_state_allowed``)."""
 
 
+KEYED_STEPS = ("aggregate", "complete", "dedupe")
+STATEFUL_KINDS = (*KEYED_STEPS, "window")
+"""The steps that are stateful operators on Spark."""
+
+
 def group_state_allowed(steps: list[Step]) -> bool:
     """Whether the keyed step among ``steps`` (its query's) runs through ``applyInPandasWithState``: where it is the
     query's one stateful operator. Spark refuses that API after an aggregation (a window), before one (its rows
@@ -81,8 +86,6 @@ def group_state_allowed(steps: list[Step]) -> bool:
     return sum(s.kind in STATEFUL_KINDS for s in steps) == 1
 
 
-STATEFUL_KINDS = ("aggregate", "complete", "dedupe", "window")
-"""The steps that are stateful operators on Spark."""
 WATERMARK_MARK = "watermark_mark"
 """An empty column (NULL in every row) that Spark takes for the watermark's: see ``_run_keyed``."""
 WATERMARK_DELAY_KEY = "spark.watermarkDelayMs"
