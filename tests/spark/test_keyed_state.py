@@ -123,22 +123,16 @@ def test_github_example_joins_the_same_completions_on_spark(spark: Any, tmp_path
 def test_keyed_state_before_a_window_runs_once(spark: Any, tmp_path: Path) -> None:
     """The window's routed rows (malformed lines, the end-of-input marker) are read from the input when no step
     before the window can route: Spark then plans the `complete` once, not once per branch of the window."""
-    import re
-
-    from edgewise.config import load_text_plan
-    from edgewise.engine.spark.job import SparkJob, SparkOptions
-
     spool = tmp_path / "in"
     spool.mkdir()
     _segment(spool, 1, [{"kind": "a", "k": 1, "t": 0}, {"kind": "b", "k": 1, "t": 10}, {"kind": "a", "k": 2, "t": 20}])
     (spool / "part-2.ndjson").write_text("not json\n")
-    text = _spool_pipeline("""\
+    steps = """\
       - complete: {id: c, key: k, parts: {a: "kind = 'a'", b: "kind = 'b'"}, timeout: 1h, time: processing, into: st}
       - window: {id: w, key: [st.status], tumbling: 1h, aggs: {n: count()}}
-""")
-    plan = load_text_plan(text, file=str(tmp_path / "pipeline.yaml"), base_dir=str(tmp_path))
-    job = SparkJob(spark, plan, SparkOptions(checkpoint=str(tmp_path / "ck"), once=True), report=lambda text: None)
-    assert len(re.findall(r"^\(\d+\) TransformWithStateInPySpark", job.explain(), re.MULTILINE)) == 1
+"""
+    assert _operators(spark, tmp_path, steps, tmp_path / "ck") == ["TransformWithStateInPySpark"]
+    text = _spool_pipeline(steps)
     got = _collecting(spark, text, tmp_path, tmp_path / "ck2")
     assert sorted((r["status"], r["n"]) for _, r in got[""]) == [("completed", 1), ("triggered", 2)]
     assert len(got["_reports"]) == 1 and "1 malformed input records skipped" in got["_reports"][0]

@@ -122,9 +122,7 @@ class BucketStep:
     def _input_rows(self, frames: list[Any], now: int | None, clock: Any) -> list[Row]:
         """The bucket's rows of the micro-batch through the step (restored first), which first expires what time
         (``now``: the watermark or the processing clock; None without timers) has passed."""
-        import pandas as pd
-
-        frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        frame = _one_frame(frames)
         times = frame["event_us"].tolist()
         order = in_event_time_order(times, frame["id"].tolist())
         frame = frame.iloc[order]
@@ -177,10 +175,8 @@ class BucketStep:
         step = self._built()
         step.reset()
         self.items: dict[str, str] = {}
-        self.timer: int | None = None
         if stored is not None:
             self.items = orjson.loads(stored[0])
-            self.timer = stored[1]
             step.restore((name, base64.b64decode(value)) for name, value in self.items.items())
 
     def _changed_items(self) -> dict[str, str]:
@@ -248,7 +244,9 @@ class LocalStepProcessor(BucketStep, StatefulProcessor):
         """The bucket's state (each call of the state store is a round trip to the JVM: one); ``fired``: the
         bucket's timer fired (Spark deleted it)."""
         self.fired = fired
-        self._restore(self.state.get())
+        stored = self.state.get()
+        self.timer: int | None = stored[1] if stored is not None else None
+        self._restore(stored)
 
     def _save(self) -> None:
         items = self._changed_items()
@@ -333,7 +331,11 @@ class GroupStateFunction(BucketStep):
 
 def _passed(frames: list[Any]) -> Any:
     """A routed group's rows, unchanged."""
+    return _one_frame(frames)[OUTPUT_COLUMNS]
+
+
+def _one_frame(frames: list[Any]) -> Any:
+    """A group's rows, which Spark hands over in Arrow batches, as one pandas frame."""
     import pandas as pd
 
-    frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-    return frame[OUTPUT_COLUMNS]
+    return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
