@@ -19,6 +19,7 @@ from sqlglot import exp
 from edgewise.engine.spark.fields import FieldTypes
 from edgewise.engine.spark.mixed_types import (
     GIVES_TEXT,
+    MIXED,
     SCALAR_WANTS,
     VARIANT,
     as_spark_writes_it,
@@ -255,9 +256,10 @@ class _Compiler:
             # a fraction literal is a DECIMAL on Spark, and pmod's DECIMAL result has room for the remainder only
             # (pmod(-0.25, 3) is 2.75, which DECIMAL(2,2) cannot hold: the query failed); the local engine computes
             # over doubles, and so does this (found by the split oracle, issue 38)
-            args = [f"CAST({self.rewrite(a, 'double', lambda_vars).sql(dialect='spark')} AS DOUBLE)"
-                    for a in node.expressions]
-            return parsed(f"pmod({', '.join(args)})")
+            operands = [self.rewrite(a, "double", lambda_vars) for a in node.expressions]
+            if any(a.meta.get(MIXED) for a in operands):
+                return _double_pmods(_lifted_pmod(node, operands))
+            return parsed(f"pmod({', '.join(f'CAST({sql_of(a)} AS DOUBLE)' for a in operands)})")
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "geo_cell":
             args = [self.rewrite(a, "double", lambda_vars).sql(dialect="spark") for a in node.expressions]
             from edgewise.expr.functions.geo import spark_sql
@@ -468,6 +470,32 @@ def _element_path(node: exp.Dot) -> tuple[exp.Expression, list[str]] | None:
     accesses = isinstance(current, exp.Bracket) or (
         isinstance(current, exp.Anonymous) and str(current.this).lower() in _ELEMENT_ACCESS)
     return (current, parts) if accesses and parts else None
+
+
+DOUBLE_PMOD = "edgewise_double_pmod"
+"""Marks a ``pmod`` a mixed value was lifted out of (``_lifted_pmod``), for ``_double_pmods`` to write."""
+
+
+def _lifted_pmod(node: exp.Expression, args: list[exp.Expression]) -> exp.Expression:
+    """``pmod`` over a value mixing text with numbers (``MIXED``) lifted into that value's branches, as any other
+    call is (``lift_mixed``): ``pmod(if(c, s, coalesce(0.25, 0)), 3)`` is ``if(c, pmod(s, 3), pmod(coalesce(0.25,
+    0), 3))``, so the text ``'3.5'`` meets pmod beside the integer 3 as locally (cast to BIGINT: it fails the
+    event), where one type for the IF read it as the number 3.5 (found by the fuzzer's soak)."""
+    node.set("expressions", args)
+    node.meta[DOUBLE_PMOD] = True
+    return lift_mixed(node)
+
+
+def _double_pmods(tree: exp.Expression) -> exp.Expression:
+    """Each lifted ``pmod`` (``DOUBLE_PMOD``) over doubles where an operand holds a fraction literal (a DECIMAL,
+    whose remainder can overflow its type on Spark); a field no type is known for stays as it is read, for
+    ``_follow_value_kinds`` to cast its text by the other operand's own kind."""
+    for call in list(tree.find_all(exp.Anonymous)):
+        if call.meta.pop(DOUBLE_PMOD, None):
+            call.set("expressions", [
+                exp.Cast(this=a, to=exp.DataType.build("DOUBLE"))
+                if a.meta.get(UNTYPED) is None and _has_fraction_literal(a) else a for a in call.expressions])
+    return tree
 
 
 def _has_fraction_literal(node: exp.Expression) -> bool:
