@@ -165,21 +165,27 @@ _KIND_SQL = {
 
 def held_to_schema(df: DataFrame, columns: list[DeclaredColumn]) -> DataFrame:
     """``df`` with every event whose declared field holds a value of another kind routed as malformed, its record
-    saying which field and value (``edgewise/schema.py``: the local engine skips the same events)."""
+    saying which field and value (``edgewise/schema.py``: the local engine skips the same events).
+
+    Each field's kind (``schema_of_variant`` of its value) is computed once per event, by a generator: written
+    into the tests below, Spark computed it up to three times per field (its common-subexpression pass does not
+    reach into a CASE's later branches), and the check cost as much as parsing the line (BENCHMARKS.md, keyed
+    steps on Spark)."""
     from pyspark.sql import functions as f
 
-    cases = []
-    for column in columns:
-        value = f"variant_get({SOURCE}, {F.quote(json_path([column.name]))}, 'VARIANT')"
-        kind = f"schema_of_variant({value})"
-        said = F.quote(column.misfit_words)
-        cases.append(f"WHEN {value} IS NOT NULL AND {kind} <> 'VOID' AND NOT {_KIND_SQL[column.kind].format(k=kind)} "
-                     f"THEN concat({said}, to_json({value}))")
-    misfit = f"CASE WHEN {F.LIVE} THEN CASE {' '.join(cases)} END END"
-    return (df.withColumn("_misfit", f.expr(misfit))
+    values = [f"variant_get({SOURCE}, {F.quote(json_path([column.name]))}, 'VARIANT')" for column in columns]
+    kinds = [f"_kind{i}" for i in range(len(columns))]
+    found = f.struct(*[f.expr(f"CASE WHEN {F.LIVE} THEN schema_of_variant({value}) END").alias(kind)
+                       for value, kind in zip(values, kinds, strict=True)])
+    cases = [f"WHEN {kind} <> 'VOID' AND NOT {_KIND_SQL[column.kind].format(k=kind)} "
+             f"THEN concat({F.quote(column.misfit_words)}, to_json({value}))"
+             for column, value, kind in zip(columns, values, kinds, strict=True)]
+    misfit = f"CASE {' '.join(cases)} END"
+    return (df.select("*", f.inline(f.array(found)))
+              .withColumn("_misfit", f.expr(misfit))
               .withColumn("_to", f.expr(f"CASE WHEN _misfit IS NULL THEN _to ELSE {F.quote(F.MALFORMED)} END"))
               .withColumn("_record", f.expr("coalesce(_misfit, _record)"))
-              .drop("_misfit"))
+              .drop("_misfit", *kinds))
 
 
 def _read_frame(spark: SparkSession, plan: Plan, source: Any, checkpoint: str, *,
@@ -274,6 +280,42 @@ def refused_steps(plan: Plan, placed: Mapping[str, str] | None = None) -> list[C
             j, why = refused
             problems.append(plan.error((*pipeline.step_path(j), pipeline.steps[j].kind), why))
     return problems
+
+
+SHORT_JOB_BYTES = 48 * 2**20
+"""The most input (bytes of files) a ``--once`` job is started with Java's quick compiler for
+(``session.QUICK_COMPILER``). Measured on the keyed steps' benchmark (a ``dedupe``, 2 cores, from process start):
+C1 alone took 21% less time over 20 MB (300,000 events), 16% less over 40 MB, and 30% more over 200 MB, where the
+optimising compiler's faster code repays its compiling (BENCHMARKS.md)."""
+
+
+def input_bytes(plan: Plan) -> int | None:
+    """The bytes the plan's sources hold now, where every source is files (an NDJSON spool's sealed segments, a
+    file set); None where one is not (a generator, NATS) or cannot be listed (``check_plan`` says why)."""
+    from edgewise.engine.local import _base
+    from edgewise.sources.paths import FileSet
+
+    total = 0
+    for config in plan.sources:
+        source: Any = config  # a file source's config has a path and a format
+        if source.type != "file":
+            return None
+        path = _base(plan).path(source.path)
+        try:
+            if source.format == "ndjson":
+                names = [os.path.join(path, n) for n in os.listdir(path) if fnmatch.fnmatch(n, SPOOL_GLOB)]
+            else:
+                names = FileSet(path, source_id=source.id, as_written=source.path).files()
+            total += sum(os.stat(name).st_size for name in names)
+        except (OSError, EdgewiseError):
+            return None
+    return total
+
+
+def short_job(plan: Plan, once: bool) -> bool:
+    """A run that is over in seconds: ``--once`` over files of at most ``SHORT_JOB_BYTES``."""
+    size = input_bytes(plan) if once else None
+    return size is not None and size <= SHORT_JOB_BYTES
 
 
 def file_root(source: Any, path: str) -> str:
