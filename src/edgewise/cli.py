@@ -720,7 +720,7 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     from edgewise.engine.spark.session import require_pyspark, spark_session
 
     require_pyspark()
-    from edgewise.engine.spark.sources import check_plan
+    from edgewise.engine.spark.sources import check_plan, short_job
 
     conf: dict[str, str] = {}
     for item in args.conf:
@@ -735,7 +735,8 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
     check_plan(plan)  # what Spark cannot read or run is refused before its JVM starts
     status.show("starting Spark")
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf,
-                          report=lambda line: status.say(f"edgewise: {line}"))
+                          report=lambda line: status.say(f"edgewise: {line}"),
+                          short_lived=short_job(plan, args.once))
     options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
                            trigger_seconds=args.trigger, flush=not args.keep_open)
     status.show("typing the input and planning the queries")

@@ -135,6 +135,23 @@ tests:
     assert "log4j profile" not in quiet.stderr
 
 
+def test_a_short_once_run_starts_its_jvm_with_the_quick_compiler(project: Path) -> None:
+    """`--once` over a few bytes: the driver JVM compiles with C1 only (`sources.short_job`). Java itself says
+    so: `-XX:+PrintFlagsFinal` prints the flags the JVM runs with, and where each came from. A separate process,
+    as the flag applies when the command launches the JVM (without the test run's own `SPARK_SUBMIT_OPTS`, which
+    gives every test JVM the quick compiler: conftest.py)."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
+    run = subprocess.run([sys.executable, "-m", "edgewise", "spark", "pipeline.yaml", "--once", "--checkpoint", "ck",
+                          "--conf", "spark.driver.extraJavaOptions=-XX:+PrintFlagsFinal"],
+                         capture_output=True, text=True, timeout=600, cwd=project, env=env)
+    assert run.returncode == 0, run.stderr[-2000:]
+    flag = [line for line in run.stdout.splitlines() if " TieredStopAtLevel " in line]
+    assert len(flag) == 1 and flag[0].split()[3] == "1" and "{command line}" in flag[0], flag
+
+
 def test_spark_on_a_terminal_shows_what_it_is_doing_on_a_status_line(project: Path) -> None:
     """Issue 17 (a progress line per micro-batch, rich): on a terminal, ``edgewise spark`` keeps a status line
     (what it is doing now) below its lines; the lines are the ones a log gets. A separate process on a
