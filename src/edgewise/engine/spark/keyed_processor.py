@@ -179,15 +179,16 @@ class BucketStep:
             self.items = orjson.loads(stored[0])
             step.restore((name, base64.b64decode(value)) for name, value in self.items.items())
 
-    def _changed_items(self) -> dict[str, str]:
-        """The bucket's items with what the step changed."""
+    def _saved_items(self) -> str | None:
+        """The bucket's items with what the step changed, as its state keeps them (JSON); None where it keeps
+        none: the adapter then removes the bucket's state."""
         items = self.items
         for name, value in self.step.changes().items():
             if value is None:
                 items.pop(name, None)
             else:
                 items[name] = base64.b64encode(value).decode()
-        return items
+        return orjson.dumps(items).decode() if items else None
 
     def _earliest_deadline_ms(self) -> int | None:
         """The bucket's timer: its earliest deadline (Spark's timers are in milliseconds); when it fires,
@@ -249,10 +250,10 @@ class LocalStepProcessor(BucketStep, StatefulProcessor):
         self._restore(stored)
 
     def _save(self) -> None:
-        items = self._changed_items()
+        saved = self._saved_items()
         timer = self._set_timer() if self.time_mode != NO_TIME else None
-        if items:
-            self.state.update((orjson.dumps(items).decode(), timer))
+        if saved is not None:
+            self.state.update((saved, timer))
         else:
             self.state.clear()
 
@@ -301,9 +302,9 @@ class GroupStateFunction(BucketStep):
             out = self._expire(max(now or 0, state.oldTimeoutTimestamp * 1000), clock)
         else:
             out = self._input_rows(frames, now, clock)
-        items = self._changed_items()
-        if items:
-            state.update((orjson.dumps(items).decode(), None))
+        saved = self._saved_items()
+        if saved is not None:
+            state.update((saved, None))
             self._set_timeout(state)
         else:
             state.remove()
