@@ -113,12 +113,18 @@ def route_sql(is_object: str, heartbeats: bool) -> str:
     return f"CASE {beat}WHEN {is_object} THEN '' ELSE {F.quote(F.MALFORMED)} END"
 
 
+def sealed_segments(directory: str) -> list[str]:
+    """The names of a spool directory's sealed segments (``SPOOL_GLOB``: one being written ends in ``.open``), in
+    name order. OSError where the directory cannot be listed."""
+    return sorted(n for n in os.listdir(directory) if fnmatch.fnmatch(n, SPOOL_GLOB))
+
+
 def out_of_name_order(directory: str) -> str | None:
     """Where Spark would not read a spool's sealed segments in name order (its file source orders them by
     modification time, to the millisecond; the local engine reads them by name): the first two segments whose
     modification times do not rise with their names, said in words; None where they all do."""
     try:
-        names = sorted(n for n in os.listdir(directory) if fnmatch.fnmatch(n, SPOOL_GLOB))
+        names = sealed_segments(directory)
     except OSError:
         return None
     before: tuple[str, int] | None = None
@@ -303,7 +309,7 @@ def input_bytes(plan: Plan) -> int | None:
         path = _base(plan).path(source.path)
         try:
             if source.format == "ndjson":
-                names = [os.path.join(path, n) for n in os.listdir(path) if fnmatch.fnmatch(n, SPOOL_GLOB)]
+                names = [os.path.join(path, n) for n in sealed_segments(path)]
             else:
                 names = FileSet(path, source_id=source.id, as_written=source.path).files()
             total += sum(os.stat(name).st_size for name in names)
