@@ -156,7 +156,12 @@ def main() -> int:
     times: dict[str, list[float]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory(prefix="edgewise-keyed-") as tmp:
         base = Path(tmp)
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "EDGEWISE_SPARK_ARCHIVE": "off",
+        # bytecode caches written, as an installed edgewise has them (pip compiles a package's modules as it
+        # installs it; PySpark, the hand-written job's one library, has its own): a PYTHONDONTWRITEBYTECODE
+        # inherited from this shell would have edgewise's driver and every Python worker compile its modules
+        # from source on every run. The first, uncounted run (the archive's) writes them
+        env = {**{k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"},
+               "PYTHONPATH": str(ROOT / "src"), "EDGEWISE_SPARK_ARCHIVE": "off",
                "EDGEWISE_CACHE_DIR": str(base / "cache")}
         source = base / "events"
         write_input(source, args.events, args.keys)

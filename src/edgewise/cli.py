@@ -716,8 +716,9 @@ def _pyspark_submit() -> str | None:
 
 
 def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
-    from edgewise.engine.spark.job import SparkJob, SparkOptions
-    from edgewise.engine.spark.session import require_pyspark, spark_session
+    from edgewise.engine.spark.job import SparkJob, SparkOptions, python_worker_modules
+    from edgewise.engine.spark.session import local_cores, require_pyspark, session_active, spark_session
+    from edgewise.engine.spark.workers import warm_python_workers
 
     require_pyspark()
     from edgewise.engine.spark.sources import check_plan, short_job
@@ -734,9 +735,14 @@ def _spark(args: argparse.Namespace, plan: Plan, status: StatusLine) -> int:
         conf = python_env_conf(args.python_env) | conf
     check_plan(plan)  # what Spark cannot read or run is refused before its JVM starts
     status.show("starting Spark")
+    launching = not session_active()
+    worker_modules = python_worker_modules(plan, args.only)
     spark = spark_session(args.master, app=f"edgewise {plan.name}", conf=conf,
                           report=lambda line: status.say(f"edgewise: {line}"),
                           short_lived=short_job(plan, args.once))
+    slots = local_cores(spark.sparkContext.master or "")
+    if launching and worker_modules and slots:  # this run's own local JVM: its Python workers start while it plans
+        warm_python_workers(spark, worker_modules, slots)
     options = SparkOptions(checkpoint=args.checkpoint, once=args.once, max_files_per_trigger=args.max_files_per_trigger,
                            trigger_seconds=args.trigger, flush=not args.keep_open)
     status.show("typing the input and planning the queries")

@@ -67,6 +67,7 @@ if TYPE_CHECKING:
 
     from edgewise.config.plan import PipelinePlan, Plan
     from edgewise.steps.aggregate import AggregateStep
+    from edgewise.steps.base import Step
     from edgewise.steps.complete import CompleteStep
     from edgewise.steps.dedupe import DedupeStep
     from edgewise.steps.window import WindowStep
@@ -393,11 +394,11 @@ class SparkJob:
                 stage, routed, mode = compile_window(stage, window, routes_from, marker_only=window_marker)
                 if routed is not None:
                     side.append(routed)
+            elif not on_python_workers(step):
+                stage = compile_stateless(stage, step)
             elif step.kind == "dedupe":
                 stage = compile_dedupe(stage, cast("DedupeStep", step), self.plan, self.options.now_us,
                                        self._keyed(pipeline))
-            elif step.kind in STATELESS and not runs_in_python(step):
-                stage = compile_stateless(stage, step)
             elif step.kind == "aggregate":
                 stage = compile_aggregate(stage, cast("AggregateStep", step), self.plan, self.options.now_us,
                                           self._keyed(pipeline))
@@ -677,6 +678,23 @@ def _window_reads_marker(plan: Plan, pipeline: PipelinePlan) -> bool:
         if step_routes(plan, step):
             return False
     return False
+
+
+def on_python_workers(step: Step) -> bool:
+    """Whether ``step`` runs in Spark's Python workers (``SparkJob._compile_steps`` compiles it so): a keyed step,
+    or a step Spark has no operation for (spawn, plugins, ``runs_in_python``); a window and the other stateless
+    steps are Spark's own operations."""
+    if step.kind in KEYED_STEPS:
+        return True
+    return step.kind != "window" and (step.kind not in STATELESS or runs_in_python(step))
+
+
+def python_worker_modules(plan: Plan, pipelines: list[str] | None = None) -> list[str]:
+    """The modules of the steps that run in Spark's Python workers in ``pipelines`` (all: None), in order; empty
+    where no step does (``workers.warm_python_workers`` imports them while the driver plans)."""
+    modules = [type(step).__module__ for p in plan.pipelines if not pipelines or p.id in pipelines
+               for step in p.steps if on_python_workers(step)]
+    return list(dict.fromkeys(modules))
 
 
 def holds_event_time_state(pipeline: PipelinePlan) -> bool:

@@ -151,13 +151,18 @@ def _java_options(current: str, added: str) -> str:
 def _startup_archive(driver_options: str) -> StartupArchive | None:
     """The class archive for a driver JVM this process is about to launch; None where it launches none (under
     ``spark-submit``, or into a session already running) or starts it with Flight Recorder (``profiled``)."""
-    from pyspark import SparkContext
-
-    if os.environ.get("PYSPARK_GATEWAY_PORT") or SparkContext._active_spark_context is not None:
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or session_active():
         return None
     if profiled(driver_options):
         return None
     return StartupArchive.for_this_install()
+
+
+def session_active() -> bool:
+    """Whether this process runs a Spark session already (``spark_session`` then returns it as it is)."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
 
 
 LOCAL_TASK_ATTEMPTS = 4
