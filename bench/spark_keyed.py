@@ -42,10 +42,11 @@ sys.path.insert(0, str(ROOT / "src"))
 from common import write_result  # noqa: E402
 from spark_ysb_start import built_archive, run  # noqa: E402
 
+# what `edgewise spark --once` gives its JVM over an input this small (`sources.short_job`); the "quick" side gives
+# the hand-written job the same, by SPARK_SUBMIT_OPTS
+from edgewise.engine.spark.session import QUICK_COMPILER  # noqa: E402
+
 SCHEMA = "k STRING, t BIGINT, seq BIGINT, v DOUBLE, part STRING"
-QUICK_COMPILER = "-XX:TieredStopAtLevel=1"
-"""What ``edgewise spark --once`` gives its JVM over an input this small (``sources.short_job``); the "quick" side
-gives the hand-written job the same, by ``SPARK_SUBMIT_OPTS``."""
 OPTIMISING_COMPILER = "-XX:TieredStopAtLevel=4"
 """Java's default, which the "optimising" side gives edgewise back (the last of two options wins)."""
 
