@@ -114,7 +114,8 @@ def test_public_api_is_exactly_all() -> None:
 
     modules = {"cli", "config", "errors", "events", "expr", "steps", "engine", "sinks", "sources", "jsonio",
                "testing", "clock", "durations", "annotations", "state", "daemon", "diff", "replay", "progress",
-               "entwine", "binge", "bench", "wording", "tracecontext", "cachedir", "placement", "schema", "collector"}
+               "entwine", "binge", "bench", "wording", "tracecontext", "cachedir", "placement", "schema", "collector",
+               "declare"}
     public = {n for n in dir(edgewise) if not n.startswith("_")} - modules
     assert public == set(edgewise.__all__) - {"__version__"}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, WithJsonSchema
+from edgewise.declare import BeforeValidator, WithJsonSchema
 
 _UNITS_US = {"us": 1, "ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)\s*$")
@@ -50,4 +50,5 @@ Duration = Annotated[
         }
     ),
 ]
-"""A pydantic field type: accepts ``'5m'``/``'250ms'``/``0`` and holds microseconds."""
+"""A config field type (pydantic's, through ``declare.py``): accepts ``'5m'``/``'250ms'``/``0`` and holds
+microseconds."""

@@ -35,7 +35,7 @@ from edgewise.sources.formats import split_hfp_line
 from edgewise.sources.recording import Run
 from edgewise.sources.replay import ReplaySource, ReplaySourceConfig
 
-PUSHBACK_RETRY = RetryPolicy(attempts=20, backoff="100ms", max_backoff="2s")
+PUSHBACK_RETRY = RetryPolicy.model_construct(attempts=20, backoff=100_000, max_backoff=2_000_000)  # 100 ms, 2 s
 """A target that pushes back or is not up yet (a daemon starting) is waited for, about 30 s, before giving up."""
 
 

@@ -3,7 +3,7 @@
 1. parse YAML/JSON, remembering every value's line (``yamlpos``);
 2. check the top level (``PipelineFileConfig``);
 3. check each source, sink and step against its plugin's model (lazy registry); values validated before (by this
-   code) give the configs they gave then instead, without pydantic building a schema (``validated_cache``);
+   code) give the configs they gave then instead, without importing pydantic (``validated_cache``);
 4. check ids are unique and every reference (``to``, ``on_error``, ``tee.to``) names a sink;
 5. build the steps (expressions are compiled once here) into a ``Plan``.
 """

@@ -12,7 +12,7 @@ The switch is the load cache's: ``EDGEWISE_LOAD_CACHE=off`` (``expr/tree_cache.p
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
+import os
 
 import orjson
 
@@ -55,15 +55,15 @@ def keep(text: str, document: Document) -> None:
         return
     path = _path(text)
     if write_cached(path, content) and path is not None:
-        keep_newest(path.parent, ".json", KEEP)
+        keep_newest(os.path.dirname(path), ".json", KEEP)
 
 
-def _path(text: str) -> Path | None:
+def _path(text: str) -> str | None:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     return cache_path("documents", f"{_loader_key()}-{digest}.json")
 
 
 def _loader_key() -> str:
     """What decides the document a text loads to: the loader (``yamlpos.py``, this module) and PyYAML."""
-    here = Path(__file__).parent
-    return install_key(LAYOUT, (here / "yamlpos.py", here / "document_cache.py"), ("yaml",))
+    here = os.path.dirname(__file__)
+    return install_key(LAYOUT, (os.path.join(here, "yamlpos.py"), os.path.join(here, "document_cache.py")), ("yaml",))

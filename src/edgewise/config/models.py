@@ -1,8 +1,9 @@
 """The shape of the pipeline file: the top level, pipelines, and the fields every step, source and sink shares.
 
-Each plugin adds its own fields by subclassing ``StepConfig``, ``SourceConfig`` or ``SinkConfig``; that one model
-is the single source of validation, JSON Schema and reference docs. Expression fields use the ``Expr`` type, so
-an expression that does not parse is reported at the exact field that holds it.
+Each plugin adds its own fields by subclassing ``StepConfig``, ``SourceConfig`` or ``SinkConfig``; that one class
+is the single source of validation, JSON Schema and reference docs. The classes are declared as pydantic models are,
+through ``declare.py``, so a run of values validated before does not import pydantic. Expression fields use the
+``Expr`` type, so an expression that does not parse is reported at the exact field that holds it.
 """
 
 from __future__ import annotations
@@ -10,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
-
+from edgewise.declare import AfterValidator, Field, Model, WithJsonSchema, model_validator
 from edgewise.durations import Duration
 from edgewise.errors import ConfigError
 
@@ -76,31 +76,23 @@ Condition = Annotated[
 Id = Annotated[str, Field(pattern=ID_PATTERN, max_length=128, description="a stable, unique identifier")]
 
 
-class Model(BaseModel):
-    """Base of every config model: unknown fields are errors, values are immutable after loading."""
-
-    # defer_build: a model's schema is built when it first validates (or gives its JSON Schema), not when its class
-    # is made, so a run whose configs come validated from the cache (``validated_cache.py``) builds none
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
 class RetryPolicy(Model):
     """How often to try again, and how long to wait between tries (doubling up to ``max_backoff``)."""
 
-    attempts: int = Field(3, ge=1, le=100, description="total tries, the first included")
-    backoff: Duration = Field(100_000, description="wait before the second try; doubles after each try")
-    max_backoff: Duration = Field(10_000_000, description="the longest wait between two tries")
+    attempts: int = Field(default=3, ge=1, le=100, description="total tries, the first included")
+    backoff: Duration = Field(default=100_000, description="wait before the second try; doubles after each try")
+    max_backoff: Duration = Field(default=10_000_000, description="the longest wait between two tries")
 
 
 class StepConfig(Model):
     """Fields every step has."""
 
     id: Id
-    when: Condition | None = Field(None, description="run the step only where this is TRUE; other events pass "
+    when: Condition | None = Field(default=None, description="run the step only where this is TRUE; other events pass "
                                    "unchanged")
-    retry: RetryPolicy | None = Field(None, description="try the step again on failure before on_error applies")
+    retry: RetryPolicy | None = Field(default=None, description="try the step again on failure before on_error applies")
     on_error: str = Field(
-        "fail",
+        default="fail",
         description="what happens to an event the step fails on: 'fail' (reported; exit code 1), 'skip' "
         "(dropped silently) or the id of a sink that receives it as a dead letter with the error",
     )
@@ -120,17 +112,16 @@ class SourceConfig(Model):
     id: Id
     type: str
     declared_schema: Annotated[str | None, AfterValidator(_readable_schema)] = Field(
-        None, alias="schema", description="a DDL schema of the events' top-level fields (\"speed DOUBLE, line "
+        default=None, alias="schema", description="a DDL schema of the events' top-level fields (\"speed DOUBLE, line "
         "STRING\"): Spark reads field references at those types, and on both engines an event whose declared "
         "field holds a value of another kind (text in a DOUBLE, a number in a STRING) is malformed input. Without "
         "it Spark takes the types from the input data (see docs/spark.md)")
     idle_timeout: Duration | None = Field(
-        None, description="edge daemon: once every source has been quiet this long, event time moves on with "
+        default=None, description="edge daemon: once every source has been quiet this long, event time moves on with "
         "processing time, so windows close and event-time completions time out (default 30s; 0: never)")
-    idle_speed: float = Field(
-        1.0, gt=0, allow_inf_nan=False, description="edge daemon: how fast event time moves on once every source "
-        "is idle, in times the clock (1: real time). A source fed by a recording replayed at speed N keeps its "
-        "recorded pace with N")
+    idle_speed: float = Field(default=1.0, gt=0, allow_inf_nan=False, description="edge daemon: how fast event time "
+                              "moves on once every source is idle, in times the clock (1: real time). A source fed by "
+                              "a recording replayed at speed N keeps its recorded pace with N")
 
 
 class SinkConfig(Model):
@@ -143,7 +134,7 @@ class SinkConfig(Model):
         default_factory=lambda: RetryPolicy.model_construct(attempts=5, backoff=200_000, max_backoff=10_000_000),
         description="retries for a failed write, with exponential backoff")
     on_error: str = Field(
-        "fail",
+        default="fail",
         description="after the retries: 'fail' (the run fails) or the id of another sink that receives the "
         "undelivered events as dead letters",
     )
@@ -157,13 +148,13 @@ class PipelineConfig(Model):
     steps: list[Any] = Field(default_factory=list, description="steps, each a one-key map: "
                                         "`- filter: {id: ..., where: ...}`")
     to: list[str] = Field(default_factory=list, description="sink ids; without any, results go to stdout")
-    hub_from: Id | None = Field(
-        None, description="the id of one of this pipeline's steps: it and the steps after it (and `to`) run at the "
-        "hub (`edgewise spark`), the steps before it at the edge (`edgewise serve`), the `link` between them; "
-        "`edgewise run` runs it all (docs/placement.md)")
-    placement: Literal["auto"] | None = Field(
-        None, description="auto: the stateless steps before the first stateful one run at the edge, the rest at "
-        "the hub (as `hub_from` that step); a pipeline without a stateful step runs at the edge")
+    hub_from: Id | None = Field(default=None, description="the id of one of this pipeline's steps: it and the steps "
+                                "after it (and `to`) run at the hub (`edgewise spark`), the steps before it at the "
+                                "edge (`edgewise serve`), the `link` between them; `edgewise run` runs it all "
+                                "(docs/placement.md)")
+    placement: Literal["auto"] | None = Field(default=None, description="auto: the stateless steps before the first "
+                                              "stateful one run at the edge, the rest at the hub (as `hub_from` that "
+                                              "step); a pipeline without a stateful step runs at the edge")
 
     @model_validator(mode="after")
     def _one_placement(self) -> PipelineConfig:
@@ -176,9 +167,9 @@ class SpoolLinkConfig(Model):
     """The link as a directory of sealed NDJSON segments, one folder per split pipeline."""
 
     type: Literal["spool"] = "spool"
-    path: str = Field("edgewise-link", description="the link's directory, relative to the pipeline file; the edge "
-                      "writes it, the hub reads it (shared storage where they are different machines)")
-    max_age: Duration = Field(1_000_000, description="seal a segment this long after its first event at the "
+    path: str = Field(default="edgewise-link", description="the link's directory, relative to the pipeline file; the "
+                      "edge writes it, the hub reads it (shared storage where they are different machines)")
+    max_age: Duration = Field(default=1_000_000, description="seal a segment this long after its first event at the "
                               "latest (a daemon also seals at each commit): how long the hub may wait for an event")
 
 
@@ -186,7 +177,7 @@ class NatsLinkConfig(Model):
     """The link as a JetStream stream; each split pipeline publishes on ``<subject>.<pipeline id>``."""
 
     type: Literal["nats"]
-    url: str = Field("nats://127.0.0.1:4222", description="server URL")
+    url: str = Field(default="nats://127.0.0.1:4222", description="server URL")
     stream: str = Field(min_length=1, description="the JetStream stream (it must capture `<subject>.>`)")
     subject: str = Field(min_length=1, description="the subjects' prefix: a pipeline's events go to "
                          "`<subject>.<pipeline id>`")
@@ -199,10 +190,10 @@ class PipelineFileConfig(Model):
     """The top level of a pipeline file."""
 
     version: Literal[1] = Field(description="the file format version; always 1")
-    name: str | None = Field(None, description="a name for this set of pipelines")
+    name: str | None = Field(default=None, description="a name for this set of pipelines")
     description: str | None = None
     event_time: Expr | None = Field(
-        None, description="expression giving each event's event time (a TIMESTAMP, timestamp text or epoch "
+        default=None, description="expression giving each event's event time (a TIMESTAMP, timestamp text or epoch "
         "seconds); default: the ingestion time")
     sources: list[dict[str, Any]] = Field(default_factory=list, description="where events come from")
     state: dict[str, dict[str, Any]] = Field(
@@ -212,5 +203,5 @@ class PipelineFileConfig(Model):
     pipelines: list[PipelineConfig] = Field(min_length=1, description="the pipelines; every event enters each")
     sinks: list[dict[str, Any]] = Field(default_factory=list, description="where results go")
     link: LinkConfig | None = Field(
-        None, description="what carries events from the edge to the hub where a pipeline is split (`hub_from`, "
+        default=None, description="what carries events from the edge to the hub where a pipeline is split (`hub_from`, "
         "`placement`): {type: spool, path: DIR} (the default) or {type: nats, url, stream, subject}")

@@ -1,12 +1,14 @@
-"""Turn pydantic validation errors into located, human ``ConfigError``s."""
+"""Turn pydantic validation errors into located, human ``ConfigError``s.
+
+pydantic is imported where a value is validated, not with this module: a run whose configs all come from the
+validated cache (``validated_cache.py``) never imports it."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
 from edgewise.config.yamlpos import Document, Path
+from edgewise.declare import Model
 from edgewise.errors import ConfigError
 
 
@@ -15,12 +17,14 @@ def _found(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _message(err: Any, model: type[BaseModel], loc: tuple[Any, ...]) -> str:
+def _message(err: Any, model: type[Model], loc: tuple[Any, ...]) -> str:
     kind = err["type"]
     if kind == "missing":
         return f"missing required field {str(loc[-1])!r}" if loc else "missing required field"
     if kind == "extra_forbidden":
-        allowed = _allowed_fields(model, loc[:-1])
+        from edgewise.config.mirror import mirror
+
+        allowed = _allowed_fields(mirror(model), loc[:-1])
         hint = f"; expected one of: {', '.join(allowed)}" if allowed else ""
         return f"unknown field {str(loc[-1])!r}{hint}"
     msg: str = err["msg"]
@@ -33,7 +37,9 @@ def _message(err: Any, model: type[BaseModel], loc: tuple[Any, ...]) -> str:
     return f"{msg[0].lower()}{msg[1:]}, found {_found(err.get('input'))}"
 
 
-def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+def _allowed_fields(model: type[Any], loc: tuple[Any, ...]) -> list[str]:
+    from pydantic import BaseModel
+
     current: Any = model
     for part in loc:
         if isinstance(part, int):
@@ -50,6 +56,8 @@ def _allowed_fields(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
 
 
 def _inner_model(annotation: Any) -> Any:
+    from pydantic import BaseModel
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
@@ -59,8 +67,11 @@ def _inner_model(annotation: Any) -> Any:
     return None
 
 
-def validate_model(model: type[BaseModel], doc: Document, path: Path) -> Any:
-    """Validate the value at ``path`` of ``doc`` against ``model``; every error is located."""
+def validate_model(model: type[Model], doc: Document, path: Path) -> Any:
+    """Validate the value at ``path`` of ``doc`` against ``model``; every error is located (pydantic's
+    ``ValidationError`` turned into ``ConfigError``s)."""
+    from pydantic import ValidationError
+
     data = doc.data
     for part in path:
         data = data[part]

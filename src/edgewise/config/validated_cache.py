@@ -1,11 +1,11 @@
-"""The configs a pipeline file's values validated to, kept between runs: a run of values validated before builds
-no pydantic schema and no validator.
+"""The configs a pipeline file's values validated to, kept between runs: a run of values validated before does not
+import pydantic.
 
-Validating is most of a one-shot run's start-up: pydantic builds the core schema of every config model it meets,
-and its first validator loads pydantic's plugin machinery, which imports ``importlib.metadata`` and scans every
-installed package's metadata (together about two thirds of the instructions of ``edgewise run`` on a one-line
-file; BENCHMARKS.md, "Start-up"). The models build their schemas lazily (``defer_build``), so a run that finds its
-configs here never builds one.
+Validating is most of a one-shot run's start-up: importing pydantic, building the core schema of every config model
+it meets, and its first validator loading pydantic's plugin machinery, which imports ``importlib.metadata`` and
+scans every installed package's metadata (together about two thirds of the instructions of ``edgewise run`` on a
+one-line file; BENCHMARKS.md, "Start-up"). The config classes are not pydantic models (``declare.py``: pydantic
+validates through a mirror built on first use), so a run that finds its configs here unpickles plain instances.
 
 What is kept is what validation gave: the top-level config and each source's, sink's, store's and step's config,
 pickled, in one file per set of values under ``cache_dir()/configs``. Validation reads only the values (never the files
@@ -27,17 +27,14 @@ import os
 import pickle
 import stat
 from functools import cache
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import orjson
 
 from edgewise.cachedir import cache_path, install_key, keep_newest, switched_off, write_cached
 from edgewise.expr.tree_cache import SWITCH
 
-if TYPE_CHECKING:
-    from pathlib import Path
-
-LAYOUT = 1
+LAYOUT = 2
 """Part of every file's key: a new layout of what is kept makes new files."""
 KEEP = 256
 """The directory keeps this many most recently written files: an edited file's old values go."""
@@ -86,10 +83,10 @@ def keep(data: Any, validated: Validated) -> None:
     except Exception:  # noqa: BLE001 - a value pickle cannot write: not kept
         return
     if write_cached(path, content):
-        keep_newest(path.parent, ".pickle", KEEP)
+        keep_newest(os.path.dirname(path), ".pickle", KEEP)
 
 
-def _path(data: Any) -> Path | None:
+def _path(data: Any) -> str | None:
     if switched_off(SWITCH):
         return None
     try:

@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     from edgewise.steps.lookup import LookupStep
     from edgewise.steps.window import WindowStep
 
-# Steps are told apart by their kind, not by isinstance: importing their modules here would build the pydantic
-# models of steps a run does not use, at every start.
+# Steps are told apart by their kind, not by isinstance: importing their modules here would import the modules (and
+# make the config classes) of steps a run does not use, at every start.
 FILTERS = ("filter", "gate")
 
 MAX_SKIP = 256

@@ -14,7 +14,7 @@ it off.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 from typing import Any
 
 import orjson
@@ -77,7 +77,7 @@ def _read() -> dict[str, Any]:
     return _file
 
 
-def _load(path: Path | None) -> dict[str, Any]:
+def _load(path: str | None) -> dict[str, Any]:
     empty: dict[str, Any] = {"trees": {}, "kinds": {}}
     data = read_cached(path)
     if data is None:
@@ -111,15 +111,16 @@ def save() -> None:
         _file = {"trees": trees, "kinds": kinds}
 
 
-def cache_file() -> Path | None:
+def cache_file() -> str | None:
     """This install's file of trees; ``None`` where there is no place for a cache (no home directory)."""
     return cache_path("expressions", f"trees-{_install_key()}.json")
 
 
 def _install_key() -> str:
     """What decides the tree a text parses to: the format, and the files of edgewise's parser and of sqlglot."""
-    here = Path(__file__).parent
-    return install_key(FORMAT, (here / "parsing.py", here / "dialect.py", here / "tree.py"), ("sqlglot",))
+    here = os.path.dirname(__file__)
+    return install_key(FORMAT, tuple(os.path.join(here, name) for name in ("parsing.py", "dialect.py", "tree.py")),
+                       ("sqlglot",))
 
 
 def forget() -> None:

@@ -12,10 +12,10 @@ import os
 from typing import ClassVar, Literal
 
 import orjson
-from pydantic import Field
 
 from edgewise.config import BuildContext
 from edgewise.daemon.bodies import ENVELOPE_TYPE
+from edgewise.declare import Field
 from edgewise.events import Batch
 from edgewise.sinks.http import HttpClientConfig, HttpSink
 
@@ -23,8 +23,8 @@ from edgewise.sinks.http import HttpClientConfig, HttpSink
 class EdgewiseSinkConfig(HttpClientConfig):
     type: Literal["edgewise"] = "edgewise"
     url: str = Field(description="the other daemon's base URL, e.g. http://hub:8080")
-    source: str | None = Field(None, description="the receiving daemon's http source (default: its first)")
-    token_env: str | None = Field(None, description="environment variable holding the bearer token")
+    source: str | None = Field(default=None, description="the receiving daemon's http source (default: its first)")
+    token_env: str | None = Field(default=None, description="environment variable holding the bearer token")
 
 
 class EdgewiseSink(HttpSink):

@@ -21,11 +21,10 @@ import secrets
 import time
 from typing import IO, ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.clock import Clock
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.events import Batch
 from edgewise.jsonio import dumps_lines
@@ -36,13 +35,13 @@ from edgewise.sinks.stdout import envelope_of
 class FileSinkConfig(SinkConfig):
     type: Literal["file"] = "file"
     path: str = Field(description="directory for the segments (created if missing), relative to the pipeline file")
-    max_events: int = Field(100_000, ge=1, description="seal a segment after this many events")
-    max_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="seal a segment after this many bytes")
-    max_age: Duration = Field(60_000_000, description="seal a segment this long after its first event")
-    envelope: bool = Field(False, description="write {id, event_time, source, payload} per line")
-    fsync: bool = Field(True, description="fsync each segment and the directory when sealing")
+    max_events: int = Field(default=100_000, ge=1, description="seal a segment after this many events")
+    max_bytes: int = Field(default=64 * 1024 * 1024, ge=1024, description="seal a segment after this many bytes")
+    max_age: Duration = Field(default=60_000_000, description="seal a segment this long after its first event")
+    envelope: bool = Field(default=False, description="write {id, event_time, source, payload} per line")
+    fsync: bool = Field(default=True, description="fsync each segment and the directory when sealing")
     mode: Literal["append", "replace"] = Field(
-        "append", description="append: add segments beside an earlier run's (a spool); replace: remove the "
+        default="append", description="append: add segments beside an earlier run's (a spool); replace: remove the "
         "segments an earlier run left when the run opens (one-shot output; a resumed run loses them too)")
 
 

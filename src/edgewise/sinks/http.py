@@ -12,10 +12,10 @@ import ssl
 from typing import ClassVar, Literal
 
 import httpx
-from pydantic import Field, model_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field, model_validator
 from edgewise.durations import Duration
 from edgewise.errors import SinkError
 from edgewise.events import Batch
@@ -30,12 +30,12 @@ class HttpClientConfig(SinkConfig):
 
     url: str = Field(description="where to POST, e.g. https://hooks.slack.com/services/...")
     headers: dict[str, str] = Field(default_factory=dict, description="extra request headers")
-    batch_size: int = Field(500, ge=1, le=100_000, description="events per request")
-    timeout: Duration = Field(10_000_000, description="request timeout")
-    ca_file: str | None = Field(None, description="HTTPS: trust the server's certificate only if this CA (PEM) "
+    batch_size: int = Field(default=500, ge=1, le=100_000, description="events per request")
+    timeout: Duration = Field(default=10_000_000, description="request timeout")
+    ca_file: str | None = Field(default=None, description="HTTPS: trust the server's certificate only if this CA (PEM) "
                                 "signed it, instead of the system's CAs (a mesh hub with its own CA)")
-    client_cert: str | None = Field(None, description="HTTPS: this client certificate (PEM) for mutual TLS")
-    client_key: str | None = Field(None, description="the client certificate's private key (PEM)")
+    client_cert: str | None = Field(default=None, description="HTTPS: this client certificate (PEM) for mutual TLS")
+    client_key: str | None = Field(default=None, description="the client certificate's private key (PEM)")
 
     @model_validator(mode="after")
     def _client_pair(self) -> HttpClientConfig:
@@ -47,8 +47,8 @@ class HttpClientConfig(SinkConfig):
 class HttpSinkConfig(HttpClientConfig):
     type: Literal["http"] = "http"
     method: Literal["POST", "PUT"] = "POST"
-    format: Literal["json", "ndjson"] = Field("json", description="JSON array, or one object per line")
-    envelope: bool = Field(False, description="send {id, event_time, source, payload} per event")
+    format: Literal["json", "ndjson"] = Field(default="json", description="JSON array, or one object per line")
+    envelope: bool = Field(default=False, description="send {id, event_time, source, payload} per event")
 
 
 class HttpSink(Sink):

@@ -10,9 +10,8 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
+from edgewise.declare import Field
 from edgewise.events import Batch
 from edgewise.sinks.base import Sink
 from edgewise.sinks.file import FileSink, FileSinkConfig
@@ -85,7 +84,7 @@ class LinkEnd(Sink):
 
 
 class LinkFileConfig(FileSinkConfig):
-    keep: list[str] | None = Field(None, description="the top-level fields forwarded; None: all")
+    keep: list[str] | None = Field(default=None, description="the top-level fields forwarded; None: all")
 
 
 class LinkFileSink(LinkEnd, FileSink):
@@ -93,7 +92,7 @@ class LinkFileSink(LinkEnd, FileSink):
 
 
 class LinkNatsConfig(NatsSinkConfig):
-    keep: list[str] | None = Field(None, description="the top-level fields forwarded; None: all")
+    keep: list[str] | None = Field(default=None, description="the top-level fields forwarded; None: all")
 
 
 class LinkNatsSink(LinkEnd, NatsSink):
@@ -117,7 +116,8 @@ def link_sink_class(plan: Plan, split: Split) -> tuple[SinkConfig, Any]:
     link = link_of(plan)
     keep = None if split.fields is None else sorted(split.fields)
     if isinstance(link, SpoolLinkConfig):
-        return (LinkFileConfig(id=split.link_id, type="file", path=link_directory(plan, split), envelope=True,
-                               max_age=f"{link.max_age}us", keep=keep), LinkFileSink)
+        return (LinkFileConfig.model_validate({"id": split.link_id, "type": "file", "path": link_directory(plan, split),
+                                               "envelope": True, "max_age": f"{link.max_age}us", "keep": keep}),
+                LinkFileSink)
     return (LinkNatsConfig(id=split.link_id, type="nats", url=link.url, subject=f"{link.subject}.{split.pipeline.id}",
                            envelope=True, keep=keep), LinkNatsSink)

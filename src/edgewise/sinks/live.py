@@ -13,11 +13,11 @@ from typing import ClassVar, Literal
 
 import httpx
 import orjson
-from pydantic import Field
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
 from edgewise.daemon.live import CHANNEL_PATTERN
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.errors import SinkError
 from edgewise.events import Batch
@@ -29,14 +29,14 @@ from edgewise.sinks.stdout import envelope_of
 
 class LiveSinkConfig(SinkConfig):
     type: Literal["live"] = "live"
-    channel: str | None = Field(None, pattern=CHANNEL_PATTERN, description="the channel browsers subscribe to "
+    channel: str | None = Field(default=None, pattern=CHANNEL_PATTERN, description="the channel browsers subscribe to "
                                 "(GET /v1/live/<channel>); default: the sink's id")
-    url: str | None = Field(None, description="outside the daemon (edgewise run, Spark): the daemon to publish "
+    url: str | None = Field(default=None, description="outside the daemon (edgewise run, Spark): the daemon to publish "
                             "to, e.g. http://127.0.0.1:8080")
-    url_file: str | None = Field(None, description="instead of url: a JSON file whose `url` is the daemon's (an "
-                                 "edge daemon writes one into its spool link, where a hub's live sinks find it)")
-    batch_size: int = Field(1000, ge=1, le=100_000, description="records per request (with url)")
-    timeout: Duration = Field(5_000_000, description="request timeout (with url)")
+    url_file: str | None = Field(default=None, description="instead of url: a JSON file whose `url` is the daemon's "
+                                 "(an edge daemon writes one into its spool link, where a hub's live sinks find it)")
+    batch_size: int = Field(default=1000, ge=1, le=100_000, description="records per request (with url)")
+    timeout: Duration = Field(default=5_000_000, description="request timeout (with url)")
 
 
 class LiveSink(Sink):

@@ -15,10 +15,10 @@ from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 import orjson
-from pydantic import Field
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.errors import PluginError, SinkError
 from edgewise.events import Batch
@@ -29,13 +29,13 @@ FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 class MqttSinkConfig(SinkConfig):
     type: Literal["mqtt"] = "mqtt"
-    url: str = Field("mqtt://127.0.0.1:1883", description="mqtt://host:port")
+    url: str = Field(default="mqtt://127.0.0.1:1883", description="mqtt://host:port")
     topic: str = Field(min_length=1, description="topic; {field} is replaced by the payload's field")
     qos: Literal[0, 1, 2] = 1
     retain: bool = False
-    client_id: str | None = Field(None, description="default edgewise-sink-<sink id>-<8 random hex digits>: "
+    client_id: str | None = Field(default=None, description="default edgewise-sink-<sink id>-<8 random hex digits>: "
                                   "a broker closes a client's connection when another connects with its id")
-    timeout: Duration = Field(10_000_000, description="how long to wait for the broker's acknowledgements")
+    timeout: Duration = Field(default=10_000_000, description="how long to wait for the broker's acknowledgements")
 
 
 class MqttSink(Sink):

@@ -15,10 +15,10 @@ import threading
 from typing import Any, ClassVar, Literal
 
 import orjson
-from pydantic import Field
 
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.errors import PluginError
 from edgewise.events import Batch
@@ -28,10 +28,11 @@ from edgewise.sinks.stdout import envelope_of
 
 class NatsSinkConfig(SinkConfig):
     type: Literal["nats"] = "nats"
-    url: str = Field("nats://127.0.0.1:4222", description="server URL")
+    url: str = Field(default="nats://127.0.0.1:4222", description="server URL")
     subject: str = Field(min_length=1, description="subject to publish to (a stream must capture it)")
-    envelope: bool = Field(False, description="publish {id, event_time, source, payload} instead of the payload")
-    timeout: Duration = Field(10_000_000, description="how long to wait for JetStream's acknowledgements")
+    envelope: bool = Field(default=False, description="publish {id, event_time, source, payload} instead of the "
+                           "payload")
+    timeout: Duration = Field(default=10_000_000, description="how long to wait for JetStream's acknowledgements")
 
 
 class NatsSink(Sink):

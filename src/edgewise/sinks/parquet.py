@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.errors import ConfigError
 from edgewise.events import Batch
 from edgewise.sinks.base import Sink

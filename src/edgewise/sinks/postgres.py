@@ -10,9 +10,8 @@ import contextlib
 import importlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
+from edgewise.declare import Field
 from edgewise.errors import PluginError, SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext
@@ -21,7 +20,7 @@ from edgewise.sinks.table import TableSinkConfig, insert_statement, rows
 
 class PostgresSinkConfig(TableSinkConfig):
     type: Literal["postgres"] = "postgres"
-    dsn: str = Field("postgresql://127.0.0.1:5432/postgres", description="libpq connection string or URL")
+    dsn: str = Field(default="postgresql://127.0.0.1:5432/postgres", description="libpq connection string or URL")
 
 
 class PostgresSink(Sink):

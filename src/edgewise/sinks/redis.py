@@ -11,10 +11,9 @@ from __future__ import annotations
 import importlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.errors import PluginError
 from edgewise.events import Batch
@@ -42,10 +41,10 @@ return added
 
 class RedisSinkConfig(SinkConfig):
     type: Literal["redis"] = "redis"
-    url: str = Field("redis://127.0.0.1:6379/0", description="redis:// or rediss:// URL")
+    url: str = Field(default="redis://127.0.0.1:6379/0", description="redis:// or rediss:// URL")
     stream: str = Field(min_length=1, description="the stream key")
-    maxlen: int = Field(0, ge=0, description="trim the stream to about this many entries (0: never)")
-    dedupe_ttl: Duration = Field(86_400_000_000, description="how long an event id is remembered, to skip "
+    maxlen: int = Field(default=0, ge=0, description="trim the stream to about this many entries (0: never)")
+    dedupe_ttl: Duration = Field(default=86_400_000_000, description="how long an event id is remembered, to skip "
                                  "repeats")
 
 

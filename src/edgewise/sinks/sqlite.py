@@ -6,9 +6,8 @@ import os
 import sqlite3
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
+from edgewise.declare import Field
 from edgewise.errors import SinkError
 from edgewise.events import Batch
 from edgewise.sinks.base import RetryableSinkError, Sink, SinkContext

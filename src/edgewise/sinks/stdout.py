@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import BinaryIO, ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.events import Batch
 from edgewise.jsonio import dumps_lines
 from edgewise.sinks.base import Sink, SinkContext
@@ -14,7 +13,7 @@ from edgewise.sinks.base import Sink, SinkContext
 
 class StdoutConfig(SinkConfig):
     type: Literal["stdout"] = "stdout"
-    envelope: bool = Field(False, description="write {id, event_time, source, payload} instead of the payload")
+    envelope: bool = Field(default=False, description="write {id, event_time, source, payload} instead of the payload")
 
 
 class StdoutSink(Sink):

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
-
 from edgewise.config.models import SinkConfig
+from edgewise.declare import Field
 from edgewise.events import Batch
 from edgewise.jsonio import dumps
 
@@ -22,9 +21,9 @@ Row = tuple[str, str, int, str]
 
 class TableSinkConfig(SinkConfig):
     table: str = Field(pattern=TABLE_PATTERN, description="table name (optionally schema.table)")
-    mode: Literal["upsert", "insert"] = Field("upsert", description="upsert: the last write of an id wins; "
+    mode: Literal["upsert", "insert"] = Field(default="upsert", description="upsert: the last write of an id wins; "
                                               "insert: the first one does")
-    create: bool = Field(True, description="create the table if it does not exist")
+    create: bool = Field(default=True, description="create the table if it does not exist")
 
 
 def rows(batch: Batch) -> list[Row]:

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
+from edgewise.declare import Field, model_validator
 from edgewise.errors import ConfigError, SourceError
 from edgewise.events import Batch
 from edgewise.sources.base import Source, SourceContext
@@ -40,10 +39,12 @@ Format = Literal["ndjson", "json", "csv", "clf", "regex", "hfp"]
 class LineFormatOptions(SourceConfig):
     """The options of the line formats, shared by the sources that read files (``file``, ``replay``)."""
 
-    regex: str | None = Field(None, description="with format: regex, a pattern with named groups")
-    delimiter: str = Field(",", min_length=1, max_length=1, description="with format: csv")
-    columns: list[str] | None = Field(None, description="with format: csv, column names when there is no header")
-    null_values: list[str] = Field([], description="with format: csv, cell values read as NULL, e.g. ['NA', '']")
+    regex: str | None = Field(default=None, description="with format: regex, a pattern with named groups")
+    delimiter: str = Field(default=",", min_length=1, max_length=1, description="with format: csv")
+    columns: list[str] | None = Field(default=None, description="with format: csv, column names when there is no "
+                                      "header")
+    null_values: list[str] = Field(default=[], description="with format: csv, cell values read as NULL, e.g. ['NA', "
+                                   "'']")
 
     @model_validator(mode="after")
     def _regex_given(self) -> LineFormatOptions:
@@ -55,7 +56,7 @@ class LineFormatOptions(SourceConfig):
 class FileSourceConfig(LineFormatOptions):
     type: Literal["file"] = "file"
     path: str = Field(description="a file, a directory or a glob, relative to the pipeline file")
-    format: Format = Field("ndjson", description="record format")
+    format: Format = Field(default="ndjson", description="record format")
 
 
 def decoder_for(fmt: str, regex: str | None) -> LineDecoder | None:

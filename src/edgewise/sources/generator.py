@@ -6,10 +6,9 @@ from collections.abc import Iterator
 from itertools import islice
 from typing import ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
+from edgewise.declare import Field
 from edgewise.events import Batch
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.lines import make_batch
@@ -18,12 +17,12 @@ from edgewise.sources.ysb import YsbWorkload
 
 class GeneratorConfig(SourceConfig):
     type: Literal["generator"] = "generator"
-    workload: Literal["ysb"] = Field("ysb", description="ysb: Yahoo Streaming Benchmark ad events")
-    count: int = Field(10_000, ge=0, description="how many events to generate")
-    seed: int = Field(1, description="the same seed gives the same events")
-    campaigns: int = Field(100, ge=1)
-    ads_per_campaign: int = Field(10, ge=1)
-    events_per_second: int = Field(10_000, ge=1, description="event-time rate: spacing of event_time values")
+    workload: Literal["ysb"] = Field(default="ysb", description="ysb: Yahoo Streaming Benchmark ad events")
+    count: int = Field(default=10_000, ge=0, description="how many events to generate")
+    seed: int = Field(default=1, description="the same seed gives the same events")
+    campaigns: int = Field(default=100, ge=1)
+    ads_per_campaign: int = Field(default=10, ge=1)
+    events_per_second: int = Field(default=10_000, ge=1, description="event-time rate: spacing of event_time values")
 
 
 class GeneratorSource(Source):

@@ -20,12 +20,11 @@ import os
 from collections.abc import Mapping
 from typing import ClassVar, Literal
 
-from pydantic import Field, model_validator
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
 from edgewise.daemon.queue import DEFAULT_REDELIVERY_WINDOW_US
 from edgewise.daemon.ratelimit import TokenBucket
+from edgewise.declare import Field, model_validator
 from edgewise.durations import Duration
 from edgewise.errors import ConfigError
 from edgewise.sources.base import DaemonSource, Ingest
@@ -34,31 +33,31 @@ from edgewise.sources.base import DaemonSource, Ingest
 class HttpSourceConfig(SourceConfig):
     type: Literal["http"] = "http"
     tokens: list[str] = Field(default_factory=list, description="bearer tokens accepted (prefer token_env)")
-    token_env: str | None = Field(None, description="environment variable holding an accepted bearer token "
+    token_env: str | None = Field(default=None, description="environment variable holding an accepted bearer token "
                                   "(several separated by commas)")
     signature: Literal["none", "github", "hmac-sha256"] = Field(
-        "none", description="webhook signature check: github (X-Hub-Signature-256) or a generic hmac-sha256")
-    secret: str | None = Field(None, description="the signing secret (prefer secret_env)")
-    secret_env: str | None = Field(None, description="environment variable holding the signing secret")
-    signature_header: str = Field("X-Signature-256", description="with signature: hmac-sha256, the header "
+        default="none", description="webhook signature check: github (X-Hub-Signature-256) or a generic hmac-sha256")
+    secret: str | None = Field(default=None, description="the signing secret (prefer secret_env)")
+    secret_env: str | None = Field(default=None, description="environment variable holding the signing secret")
+    signature_header: str = Field(default="X-Signature-256", description="with signature: hmac-sha256, the header "
                                   "holding the hex digest (a 'sha256=' prefix is accepted)")
-    event_header: str = Field("X-GitHub-Event", description="webhooks: the header naming the event type")
-    delivery_header: str = Field("X-GitHub-Delivery", description="webhooks: the header with the delivery id; "
+    event_header: str = Field(default="X-GitHub-Event", description="webhooks: the header naming the event type")
+    delivery_header: str = Field(default="X-GitHub-Delivery", description="webhooks: the header with the delivery id; "
                                  "it becomes the event id, so a redelivery keeps its id")
-    rate_limit: float | None = Field(None, gt=0, description="requests per second this source takes on average "
+    rate_limit: float | None = Field(default=None, gt=0, description="requests per second this source takes on average "
                                      "(a token bucket of `burst`); more get 429 with Retry-After. Default: no limit")
-    burst: int | None = Field(None, ge=1, description="with rate_limit: requests it takes at once (default: "
+    burst: int | None = Field(default=None, ge=1, description="with rate_limit: requests it takes at once (default: "
                               "rate_limit rounded up)")
-    redelivery_window: Duration = Field(
-        DEFAULT_REDELIVERY_WINDOW_US, description="an event id this source chose (a webhook's delivery id, a mesh "
-        "peer's ids) that it accepted within this window is a duplicate: acknowledged, not queued again (default "
-        "3d, GitHub redelivers for 3 days; 0: not checked)")
-    max_body: int = Field(16 * 1024 * 1024, ge=1024, description="largest accepted body in bytes (413 above)")
-    max_events: int = Field(100_000, ge=1, description="most events in one request (413 above)")
-    anonymous: bool | None = Field(None, description="take `POST /v1/events` requests that name no source. "
+    redelivery_window: Duration = Field(default=DEFAULT_REDELIVERY_WINDOW_US, description="an event id this source "
+                                        "chose (a webhook's delivery id, a mesh peer's ids) that it accepted within "
+                                        "this window is a duplicate: acknowledged, not queued again (default 3d, "
+                                        "GitHub redelivers for 3 days; 0: not checked)")
+    max_body: int = Field(default=16 * 1024 * 1024, ge=1024, description="largest accepted body in bytes (413 above)")
+    max_events: int = Field(default=100_000, ge=1, description="most events in one request (413 above)")
+    anonymous: bool | None = Field(default=None, description="take `POST /v1/events` requests that name no source. "
                                    "Default: the file's first http source, but only when no http source requires a "
                                    "token or signature; otherwise only a source that says `anonymous: true`")
-    mesh: bool = Field(False, description="a mesh peer (another daemon's `edgewise` sink): it may send the "
+    mesh: bool = Field(default=False, description="a mesh peer (another daemon's `edgewise` sink): it may send the "
                        "envelope body, whose events keep the ids they were given; needs tokens of its own")
 
     @model_validator(mode="after")

@@ -26,12 +26,11 @@ import threading
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
 from edgewise.daemon.bodies import MESSAGE_FORMATS
 from edgewise.daemon.queue import Append
+from edgewise.declare import Field
 from edgewise.errors import PluginError
 from edgewise.sources.base import DaemonSource, Ingest
 
@@ -45,20 +44,20 @@ def _paho() -> Any:
 
 class MqttSourceConfig(SourceConfig):
     type: Literal["mqtt"] = "mqtt"
-    url: str = Field("mqtt://127.0.0.1:1883", description="mqtt://host:port (user:password@ allowed)")
+    url: str = Field(default="mqtt://127.0.0.1:1883", description="mqtt://host:port (user:password@ allowed)")
     topics: list[str] = Field(min_length=1, description="topic filters to subscribe to (+ and # wildcards)")
-    qos: Literal[0, 1, 2] = Field(1, description="subscription QoS; 1 or 2 for at-least-once")
-    client_id: str | None = Field(None, description="stable client id of the persistent session; default "
+    qos: Literal[0, 1, 2] = Field(default=1, description="subscription QoS; 1 or 2 for at-least-once")
+    client_id: str | None = Field(default=None, description="stable client id of the persistent session; default "
                                   "edgewise-<source id>")
-    clean_start: bool = Field(False, description="start without the broker's stored session (loses messages "
+    clean_start: bool = Field(default=False, description="start without the broker's stored session (loses messages "
                               "published while the daemon was down)")
-    format: Literal["json", "hfp"] = Field("json", description="message body format")
-    keepalive: int = Field(30, ge=5, le=3600, description="seconds between keep-alive pings")
-    protocol: Literal["5", "3.1.1"] = Field("5", description="MQTT version; 3.1.1 for a broker without MQTT 5 "
+    format: Literal["json", "hfp"] = Field(default="json", description="message body format")
+    keepalive: int = Field(default=30, ge=5, le=3600, description="seconds between keep-alive pings")
+    protocol: Literal["5", "3.1.1"] = Field(default="5", description="MQTT version; 3.1.1 for a broker without MQTT 5 "
                                             "(the broker's own in-flight limit then applies)")
-    receive_maximum: int = Field(65535, ge=1, le=65535, description="MQTT 5: how many messages the broker may "
+    receive_maximum: int = Field(default=65535, ge=1, le=65535, description="MQTT 5: how many messages the broker may "
                                  "send ahead of their acknowledgements (each waits for its disk sync)")
-    password_env: str | None = Field(None, description="environment variable holding the password")
+    password_env: str | None = Field(default=None, description="environment variable holding the password")
 
 
 class MqttSource(DaemonSource):

@@ -13,12 +13,11 @@ import contextlib
 import importlib
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
 from edgewise.daemon.bodies import MESSAGE_FORMATS
 from edgewise.daemon.queue import DEFAULT_REDELIVERY_WINDOW_US, Append
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.errors import PluginError
 from edgewise.sources.base import DaemonSource, Ingest
@@ -33,14 +32,14 @@ def _nats() -> Any:
 
 class NatsSourceConfig(SourceConfig):
     type: Literal["nats"] = "nats"
-    url: str = Field("nats://127.0.0.1:4222", description="server URL")
+    url: str = Field(default="nats://127.0.0.1:4222", description="server URL")
     stream: str = Field(description="the JetStream stream to read")
-    subject: str = Field(">", description="subject filter within the stream")
-    durable: str | None = Field(None, description="durable consumer name; default edgewise-<source id>")
-    batch: int = Field(256, ge=1, le=10_000, description="messages fetched at a time")
-    format: Literal["json", "hfp"] = Field("json", description="message body format")
+    subject: str = Field(default=">", description="subject filter within the stream")
+    durable: str | None = Field(default=None, description="durable consumer name; default edgewise-<source id>")
+    batch: int = Field(default=256, ge=1, le=10_000, description="messages fetched at a time")
+    format: Literal["json", "hfp"] = Field(default="json", description="message body format")
     redelivery_window: Duration = Field(
-        DEFAULT_REDELIVERY_WINDOW_US, description="a message with a Nats-Msg-Id header gets the event id "
+        default=DEFAULT_REDELIVERY_WINDOW_US, description="a message with a Nats-Msg-Id header gets the event id "
         "<source>:<msg id>; the same id again within this window (a redelivery whose ack was lost) is acknowledged "
         "and not queued again (0: not checked)")
 

@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from itertools import count
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
-
 from edgewise.config import BuildContext
+from edgewise.declare import Field, model_validator
 from edgewise.durations import Duration
 from edgewise.events import Batch
 from edgewise.progress import ProgressMode, ReplayProgress
@@ -37,21 +36,23 @@ Speed = Annotated[float, Field(gt=0, allow_inf_nan=False)] | Literal["max"]
 class ReplaySourceConfig(LineFormatOptions):
     type: Literal["replay"] = "replay"
     path: str = Field(description="the recording: a file, a directory or a glob, relative to the pipeline file")
-    format: RecordingFormat = Field("hfp", description="hfp: '<receive time> <topic> <JSON>' lines (HSL recordings); "
-                                    "ndjson, csv, clf or regex with a `time_field`")
-    time_field: str | None = Field(None, description="the field holding each record's receive time (ISO-8601, "
+    format: RecordingFormat = Field(default="hfp", description="hfp: '<receive time> <topic> <JSON>' lines (HSL "
+                                    "recordings); ndjson, csv, clf or regex with a `time_field`")
+    time_field: str | None = Field(default=None, description="the field holding each record's receive time (ISO-8601, "
                                    "a log time or a number of `time_unit` since the epoch); hfp: received_at")
-    time_unit: TimeUnit = Field("s", description="the unit of numeric receive times")
-    speed: Speed = Field(1.0, description="times the recorded pace (10 = ten times faster), or max")
-    max_gap: Duration | None = Field(None, description="shorten silences longer than this to this, e.g. 5s")
-    loop: bool = Field(False, description="start again at the end (for demos)")
-    dedupe_lines: bool = Field(False, description="leave out a line identical to one already replayed at the same "
-                               "receive time (overlapping recordings)")
-    order: Literal["files", "time"] = Field(
-        "files", description="files: each file in its own order, the files merged by receive time (streams as it "
-        "reads); time: the whole recording read first and sorted by receive time (for recordings not written in "
-        "time order, e.g. grouped per vehicle; holds the recording in memory)")
-    progress: ProgressMode = Field("auto", description="a progress bar on stderr: auto (on a terminal), on, off")
+    time_unit: TimeUnit = Field(default="s", description="the unit of numeric receive times")
+    speed: Speed = Field(default=1.0, description="times the recorded pace (10 = ten times faster), or max")
+    max_gap: Duration | None = Field(default=None, description="shorten silences longer than this to this, e.g. 5s")
+    loop: bool = Field(default=False, description="start again at the end (for demos)")
+    dedupe_lines: bool = Field(default=False, description="leave out a line identical to one already replayed at the "
+                               "same receive time (overlapping recordings)")
+    order: Literal["files", "time"] = Field(default="files", description="files: each file in its own order, the "
+                                            "files merged by receive time (streams as it reads); time: the whole "
+                                            "recording read first and sorted by receive time (for recordings not "
+                                            "written in time order, e.g. grouped per vehicle; holds the recording in "
+                                            "memory)")
+    progress: ProgressMode = Field(default="auto", description="a progress bar on stderr: auto (on a terminal), on, "
+                                   "off")
 
     @model_validator(mode="after")
     def _time_known(self) -> ReplaySourceConfig:

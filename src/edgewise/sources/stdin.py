@@ -7,10 +7,9 @@ import sys
 from collections.abc import Iterator
 from typing import IO, ClassVar, Literal
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import SourceConfig
+from edgewise.declare import Field
 from edgewise.events import Batch
 from edgewise.sources.base import Source, SourceContext
 from edgewise.sources.file import decoder_for
@@ -19,8 +18,8 @@ from edgewise.sources.lines import line_batches
 
 class StdinConfig(SourceConfig):
     type: Literal["stdin"] = "stdin"
-    format: Literal["ndjson", "clf", "regex", "hfp"] = Field("ndjson", description="line format")
-    regex: str | None = Field(None, description="with format: regex, a pattern with named groups")
+    format: Literal["ndjson", "clf", "regex", "hfp"] = Field(default="ndjson", description="line format")
+    regex: str | None = Field(default=None, description="with format: regex, a pattern with named groups")
 
 
 class StdinSource(Source):

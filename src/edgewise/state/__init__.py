@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 from typing import Annotated, Literal
 
-from pydantic import Field
-
-from edgewise.config.models import Model
+from edgewise.declare import Field, Model
 from edgewise.state.base import UNSET, StateStore
 
 __all__ = [
@@ -41,17 +39,17 @@ class SqliteStoreConfig(Model):
     """A local SQLite file (WAL): survives a killed process."""
 
     type: Literal["sqlite"]
-    path: str = Field("./state/edgewise.db", description="the database file, relative to the pipeline file")
-    synchronous: Literal["normal", "full"] = Field(
-        "normal", description="normal: survives a killed process; full: also a power loss (an fsync per commit)")
+    path: str = Field(default="./state/edgewise.db", description="the database file, relative to the pipeline file")
+    synchronous: Literal["normal", "full"] = Field(default="normal", description="normal: survives a killed process; "
+                                                   "full: also a power loss (an fsync per commit)")
 
 
 class RedisStoreConfig(Model):
     """A Redis server: state shared by several daemons."""
 
     type: Literal["redis"]
-    url: str = Field("redis://127.0.0.1:6379/0", description="redis:// or rediss:// URL")
-    prefix: str = Field("edgewise:", description="prepended to every key, to share a Redis with others")
+    url: str = Field(default="redis://127.0.0.1:6379/0", description="redis:// or rediss:// URL")
+    prefix: str = Field(default="edgewise:", description="prepended to every key, to share a Redis with others")
 
 
 StoreConfig = Annotated[MemoryStoreConfig | SqliteStoreConfig | RedisStoreConfig, Field(discriminator="type")]

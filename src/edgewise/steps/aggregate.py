@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import orjson
-from pydantic import Field
 
+from edgewise.declare import Field
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
 from edgewise.steps.aggs import AggExpr, Aggregates

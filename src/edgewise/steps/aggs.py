@@ -30,9 +30,8 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, WithJsonSchema
-
 from edgewise.config.models import checked_by
+from edgewise.declare import AfterValidator, WithJsonSchema
 from edgewise.errors import ConfigError, EvalError
 from edgewise.expr import values as V
 from edgewise.expr.compiler import Expression, compile_expression

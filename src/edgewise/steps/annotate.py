@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
-
 from edgewise.config.models import Expr, StepConfig
+from edgewise.declare import Field
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import Expression, compile_expression

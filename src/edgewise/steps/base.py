@@ -28,7 +28,7 @@ class Step(ABC):
     kind: ClassVar[str]
     """The step type as written in pipeline files (``filter``)."""
     Config: ClassVar[type[StepConfig]]
-    """The pydantic model of the step's fields."""
+    """The config class of the step's fields (declared as a pydantic model is: ``declare.py``)."""
     per_event: ClassVar[bool] = False
     """True when ``process`` has side effects, so the engine never re-runs it on events it already handled."""
     needs_order: ClassVar[bool] = False

@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
 import orjson
-from pydantic import Field, model_validator
 
 from edgewise.config.models import Condition, Expr
+from edgewise.declare import Field, model_validator
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
@@ -50,9 +50,9 @@ class CompleteConfig(StatefulConfig):
     into: str = Field(description="field receiving {status, key, seen, missing, parts}")
     capture: dict[str, list[str]] = Field(default_factory=dict, description="part -> fields of that part's event "
                                           "to keep (dotted paths); shown under into.parts.<part>")
-    time: Literal["event", "processing"] = Field("event", description="event: the timeout runs in event time; "
+    time: Literal["event", "processing"] = Field(default="event", description="event: the timeout runs in event time; "
                                                  "processing: in the engine's clock")
-    watermark: Duration = Field(0, description="event time: bounded out-of-orderness before timeouts fire")
+    watermark: Duration = Field(default=0, description="event time: bounded out-of-orderness before timeouts fire")
 
     @model_validator(mode="after")
     def _captured_parts_exist(self) -> CompleteConfig:

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import orjson
-from pydantic import Field
 
 from edgewise.config.models import Expr
+from edgewise.declare import Field
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
@@ -36,7 +36,7 @@ class DedupeConfig(StatefulConfig):
 
     key: Expr = Field(description="expression identifying duplicates, e.g. \"concat(oper, '/', veh, '/', tst)\"")
     within: Duration = Field(description="events of one key closer than this in event time are duplicates")
-    watermark: Duration = Field(0, description="bounded out-of-orderness; keys are forgotten this much later")
+    watermark: Duration = Field(default=0, description="bounded out-of-orderness; keys are forgotten this much later")
 
 
 class DedupeStep(StatefulStep):

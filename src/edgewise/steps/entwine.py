@@ -14,10 +14,9 @@ import logging
 import os
 from typing import Any, ClassVar
 
-from pydantic import Field
-
 from edgewise.config import BuildContext
 from edgewise.config.models import StepConfig
+from edgewise.declare import Field
 from edgewise.engine.context import RunContext
 from edgewise.entwine.canonical import digest
 from edgewise.entwine.keys import load_private
@@ -35,12 +34,13 @@ class EntwineConfig(StepConfig):
 
     timeline: str = Field(description="the timeline's directory (created on first use)")
     key: str = Field(description="the owner's Ed25519 private key file (`edgewise keygen FILE` makes one)")
-    fields: list[str] | None = Field(None, min_length=1, description="the fields (dotted paths) the digest covers; "
-                                     "default: the whole event")
-    anchor_every: int = Field(0, ge=0, description="anchor the heads of `anchors` in every N-th entry (0: never)")
+    fields: list[str] | None = Field(default=None, min_length=1, description="the fields (dotted paths) the digest "
+                                     "covers; default: the whole event")
+    anchor_every: int = Field(default=0, ge=0, description="anchor the heads of `anchors` in every N-th entry (0: "
+                              "never)")
     anchors: list[str] = Field(default_factory=list, description="other timelines whose heads this timeline "
                                "anchors: directories, or daemons' http://HOST:PORT/v1/timelines/<step> URLs")
-    into: str | None = Field(None, description="field (dotted path) that receives the receipt "
+    into: str | None = Field(default=None, description="field (dotted path) that receives the receipt "
                              "{position, hash, timeline}")
 
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
-from pydantic import Field
-
 from edgewise.config.models import Condition, StepConfig
+from edgewise.declare import Field
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, Payload
 from edgewise.expr.compiler import compile_expression

@@ -13,10 +13,10 @@ import os
 from typing import Any, ClassVar, Literal
 
 import orjson
-from pydantic import Field, field_validator
 
 from edgewise.config import BuildContext
 from edgewise.config.models import Expr, StepConfig
+from edgewise.declare import Field, field_validator
 from edgewise.engine.context import RunContext
 from edgewise.errors import ConfigError, StepError
 from edgewise.events import Batch, Payload
@@ -32,13 +32,13 @@ class LookupConfig(StepConfig):
     table: str = Field(description="path of a CSV file (with a header) or a JSON file (array of objects, or an "
                        "object of key -> row), relative to the pipeline file")
     key: Expr = Field(description="expression giving the value to look up")
-    match: str | None = Field(None, description="the table column holding the key (default: the first column; "
+    match: str | None = Field(default=None, description="the table column holding the key (default: the first column; "
                               "ignored for a JSON object table)")
-    fields: list[str] | None = Field(None, description="table columns to copy (default: all but the key)")
-    into: str | None = Field(None, description="write the row as an object under this field; default: merge the "
-                             "columns into the event")
-    missing: Literal["null", "drop", "error"] = Field(
-        "null", description="an event whose key is not in the table: keep it (fields NULL), drop it, or fail it")
+    fields: list[str] | None = Field(default=None, description="table columns to copy (default: all but the key)")
+    into: str | None = Field(default=None, description="write the row as an object under this field; default: merge "
+                             "the columns into the event")
+    missing: Literal["null", "drop", "error"] = Field(default="null", description="an event whose key is not in the "
+                                                      "table: keep it (fields NULL), drop it, or fail it")
 
     @field_validator("missing", mode="before")
     @classmethod

@@ -15,10 +15,10 @@ import subprocess
 from typing import Any, ClassVar
 
 import orjson
-from pydantic import Field
 
 from edgewise.config import BuildContext
 from edgewise.config.models import StepConfig
+from edgewise.declare import Field
 from edgewise.durations import Duration
 from edgewise.engine.context import RunContext
 from edgewise.errors import ConfigError, StepError
@@ -35,11 +35,11 @@ class SpawnConfig(StepConfig):
     """Run a program per event."""
 
     argv: list[str] = Field(min_length=1, description="program and arguments; no shell is involved")
-    wait: bool = Field(True, description="wait for the program and use its JSON output")
-    into: str | None = Field(None, description="field for the program's JSON output (default: it replaces the "
+    wait: bool = Field(default=True, description="wait for the program and use its JSON output")
+    into: str | None = Field(default=None, description="field for the program's JSON output (default: it replaces the "
                              "payload, and must then be an object)")
-    timeout: Duration = Field(10_000_000, description="how long the program may run before it is killed")
-    env: dict[str, str] | None = Field(None, description="extra environment variables for the program")
+    timeout: Duration = Field(default=10_000_000, description="how long the program may run before it is killed")
+    env: dict[str, str] | None = Field(default=None, description="extra environment variables for the program")
 
 
 class SpawnStep(Step):

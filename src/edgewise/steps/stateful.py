@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
-from pydantic import Field
 
 from edgewise.config.models import Expr, StepConfig
+from edgewise.declare import Field
 from edgewise.errors import EvalError, EventsFailed, StepError
 from edgewise.events import Batch, KeyedRows, Payload
 from edgewise.expr.compiler import compile_expression
@@ -47,8 +47,8 @@ _PATH = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 class StatefulConfig(StepConfig):
     """Fields every stateful step has."""
 
-    store: str = Field("default", description="the state store (a name under the file's `state:`) that keeps this "
-                       "step's state; without a `state:` section state is kept in memory only")
+    store: str = Field(default="default", description="the state store (a name under the file's `state:`) that keeps "
+                       "this step's state; without a `state:` section state is kept in memory only")
 
 
 class KeyColumns:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import Field
-
 from edgewise.config.models import Expr, StepConfig
+from edgewise.declare import Field
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch
 from edgewise.expr.compiler import compile_expression
@@ -18,8 +17,8 @@ class TeeConfig(StepConfig):
     """Copy events to a sink."""
 
     to: str = Field(description="the sink id that receives the copies")
-    set: dict[str, Expr] | None = Field(None, description="fields to add or replace on the copy")
-    keep: list[str] | None = Field(None, description="top-level fields the copy keeps (after `set`)")
+    set: dict[str, Expr] | None = Field(default=None, description="fields to add or replace on the copy")
+    keep: list[str] | None = Field(default=None, description="top-level fields the copy keeps (after `set`)")
 
     def sink_references(self) -> list[tuple[str, str]]:
         return [("to", self.to)]

@@ -11,9 +11,8 @@ import re
 from collections.abc import Callable
 from typing import Any, ClassVar, cast
 
-from pydantic import Field, field_validator, model_validator
-
-from edgewise.config.models import Expr, Model, StepConfig
+from edgewise.config.models import Expr, StepConfig
+from edgewise.declare import Field, Model, field_validator, model_validator
 from edgewise.engine.context import RunContext
 from edgewise.errors import ConfigError
 from edgewise.events import Batch, Payload
@@ -28,18 +27,18 @@ _MISSING = object()
 class RegexReplace(Model):
     field: str = Field(description="the field (path) to rewrite; a missing or NULL field is left alone")
     pattern: str = Field(description="regular expression")
-    replacement: str = Field("", description="replacement text; $1 or \\1 refer to groups")
+    replacement: str = Field(default="", description="replacement text; $1 or \\1 refer to groups")
 
 
 class TransformOp(Model):
     """One operation; exactly one of its keys is given."""
 
-    set: dict[str, Expr] | None = Field(None, description="field path -> expression")
-    rename: dict[str, str] | None = Field(None, description="old field path -> new field path")
-    drop: list[str] | None = Field(None, description="field paths to remove")
-    drop_keys: str | None = Field(None, description="a regular expression: every key it matches (re.search) is "
+    set: dict[str, Expr] | None = Field(default=None, description="field path -> expression")
+    rename: dict[str, str] | None = Field(default=None, description="old field path -> new field path")
+    drop: list[str] | None = Field(default=None, description="field paths to remove")
+    drop_keys: str | None = Field(default=None, description="a regular expression: every key it matches (re.search) is "
                                   "removed, at every depth, inside arrays too")
-    keep: list[str] | None = Field(None, description="top-level fields to keep; all others are removed")
+    keep: list[str] | None = Field(default=None, description="top-level fields to keep; all others are removed")
     regex_replace: RegexReplace | None = None
 
     @model_validator(mode="after")

@@ -30,8 +30,8 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
 import orjson
-from pydantic import Field, model_validator
 
+from edgewise.declare import Field, model_validator
 from edgewise.durations import Duration, format_duration_us
 from edgewise.engine.context import RunContext
 from edgewise.events import Batch, KeyedRows, Payload
@@ -62,18 +62,19 @@ class WindowConfig(StatefulConfig):
 
     key: KeySpec = Field(default_factory=list, description="group by these expressions (a list; a nested path "
                          "names its last part) or a map of column name -> expression; empty: one global group")
-    tumbling: Duration | None = Field(None, description="fixed, non-overlapping windows of this size")
-    sliding: Duration | None = Field(None, description="overlapping windows of this size, one starting `every`")
-    every: Duration | None = Field(None, description="the slide of sliding windows")
-    session: Duration | None = Field(None, description="session windows: a key's session closes after this gap")
-    watermark: Duration = Field(0, description="bounded out-of-orderness: watermark = max event time seen - this")
-    allowed_lateness: Duration = Field(0, description="keep windows this long after the watermark passed their end; "
-                                       "later data for them gives updated results")
+    tumbling: Duration | None = Field(default=None, description="fixed, non-overlapping windows of this size")
+    sliding: Duration | None = Field(default=None, description="overlapping windows of this size, one starting `every`")
+    every: Duration | None = Field(default=None, description="the slide of sliding windows")
+    session: Duration | None = Field(default=None, description="session windows: a key's session closes after this gap")
+    watermark: Duration = Field(default=0, description="bounded out-of-orderness: watermark = max event time seen - "
+                                "this")
+    allowed_lateness: Duration = Field(default=0, description="keep windows this long after the watermark passed "
+                                       "their end; later data for them gives updated results")
     aggs: dict[str, AggExpr] = Field(min_length=1, description="result column -> aggregate, e.g. "
                                      "{vehicles: count_distinct(veh), avg_speed: avg(spd)}")
-    emit: Literal["final", "updates"] = Field("final", description="final: one result when the watermark passes "
-                                              "the window end; updates: a result after every change")
-    late: str = Field("drop", description="'drop' (counted) or the id of a sink that receives late events")
+    emit: Literal["final", "updates"] = Field(default="final", description="final: one result when the watermark "
+                                              "passes the window end; updates: a result after every change")
+    late: str = Field(default="drop", description="'drop' (counted) or the id of a sink that receives late events")
 
     @model_validator(mode="after")
     def _one_kind(self) -> WindowConfig:

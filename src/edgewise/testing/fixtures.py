@@ -31,14 +31,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field, field_validator
-
 from edgewise.clock import FakeClock
 from edgewise.config import load, load_document
-from edgewise.config.models import Model
 from edgewise.config.plan import Plan
 from edgewise.config.validate import validate_model
 from edgewise.config.yamlpos import load_file
+from edgewise.declare import Field, Model, field_validator
 from edgewise.errors import ConfigError
 from edgewise.expr import values as V
 from edgewise.expr.timefmt import cast_to_timestamp
@@ -54,7 +52,7 @@ class FixtureCase(Model):
     expect_sinks: dict[str, list[dict[str, Any]]] = Field(default_factory=dict)
     expect_failures: int | None = None
     expect_counters: dict[str, int] = Field(default_factory=dict)
-    batch_size: int = Field(1024, ge=1)
+    batch_size: int = Field(default=1024, ge=1)
 
     @field_validator("input")
     @classmethod

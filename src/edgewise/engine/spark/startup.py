@@ -116,7 +116,7 @@ class StartupArchive:
         try:
             real = os.path.realpath(java)
             stat = os.stat(real)
-            cache = cache_dir()
+            cache = Path(cache_dir())
         except (OSError, RuntimeError):  # no home directory to put a cache in (RuntimeError): no archive
             return None
         ident = {"format": FORMAT, "java": real, "java_size": stat.st_size, "java_mtime": stat.st_mtime_ns,
