@@ -203,3 +203,17 @@ def test_configs_given_to_a_config_made_in_code_are_taken_as_they_are() -> None:
     sink = FileSinkConfig(id="o", path="out", retry=retry)
     assert sink.retry == retry and type(sink.retry) is RetryPolicy
     assert FileSinkConfig.model_validate({"id": "o", "path": "out", "retry": retry}) == sink
+
+
+def test_a_config_class_with_a_base_that_is_not_a_config_class_is_refused() -> None:
+    from edgewise.config.models import StepConfig
+
+    class Named:
+        def label(self) -> str:
+            return "x"
+
+    class MixedConfig(Named, StepConfig):
+        pass
+
+    with pytest.raises(TypeError, match="MixedConfig has bases that are not config classes \\(Named\\)"):
+        MixedConfig.model_validate({"id": "m"})

@@ -156,3 +156,27 @@ def test_only_the_most_recent_files_are_kept(cache: Path, tmp_path: Path, monkey
         for n, kept in enumerate(sorted(_kept(cache), key=lambda p: p.stat().st_mtime_ns)):
             os.utime(kept, ns=(10**18 + n * 10**9, 10**18 + n * 10**9))  # distinct times, in writing order
     assert sorted(orjson.loads(p.read_bytes())["data"]["n"] for p in _kept(cache)) == [3, 4, 5]
+
+
+def test_without_a_home_directory_there_is_no_cache_and_loading_works(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """No ``EDGEWISE_CACHE_DIR``, no ``XDG_CACHE_HOME``, no ``HOME`` and no entry in the password database (a
+    service account in a container): the caches are not there, and a file loads and loads again."""
+    import pwd
+
+    from edgewise import cachedir
+
+    for variable in (cachedir.CACHE, "XDG_CACHE_HOME", "HOME", tree_cache.SWITCH):
+        monkeypatch.delenv(variable, raising=False)
+
+    def no_user(uid: int) -> Any:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
+
+    monkeypatch.setattr(pwd, "getpwuid", no_user)
+    assert cachedir.cache_path("documents", "x.json") is None
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("version: 1\npipelines:\n  - id: p\n    steps:\n      - filter: {id: f, where: 'a = 1'}\n")
+    assert load(str(path)).pipelines[0].id == load(str(path)).pipelines[0].id == "p"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the test can tell: with a home, there is a place
+    assert cachedir.cache_path("documents", "x.json") == str(tmp_path / "home" / ".cache" / "edgewise" / "documents"
+                                                              / "x.json")

@@ -7,12 +7,14 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,10 +61,11 @@ def test_each_install_has_its_own_archive_and_the_switch_turns_it_off(cache: Pat
     monkeypatch.delenv(startup.CACHE)
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
 
-    def no_home() -> Path:
-        raise RuntimeError("Could not determine home directory.")
+    def no_user(uid: int) -> Any:
+        raise KeyError(f"getpwuid(): uid not found: {uid}")
 
-    monkeypatch.setattr(Path, "home", no_home)
+    monkeypatch.delenv("HOME", raising=False)  # and no entry in the password database: no home directory
+    monkeypatch.setattr(pwd, "getpwuid", no_user)
     assert StartupArchive.for_this_install() is None  # nowhere to keep one
     monkeypatch.setenv(startup.CACHE, str(cache))
     monkeypatch.setenv("JAVA_HOME", str(cache / "no-java-here"))

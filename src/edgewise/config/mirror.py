@@ -37,6 +37,10 @@ def mirror(cls: type[Model]) -> type[pydantic.BaseModel]:
 
 
 def _built(cls: type[Model]) -> type[pydantic.BaseModel]:
+    foreign = [base.__name__ for base in cls.__bases__ if not issubclass(base, Model)]
+    if foreign:  # the mirror copies only config classes: a mixin's methods would be missing from it, silently
+        raise TypeError(f"config class {cls.__qualname__} has bases that are not config classes ({', '.join(foreign)});"
+                        " put shared fields and methods in a subclass of edgewise.declare.Model")
     bases = tuple(mirror(base) for base in cls.__bases__ if issubclass(base, Model) and base is not Model)
     hints = typing.get_type_hints(cls, include_extras=True)
     own = vars(cls).get("__annotations__", {})
