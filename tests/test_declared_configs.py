@@ -133,9 +133,13 @@ def test_a_declared_config_is_frozen_and_compares_by_value() -> None:
     assert retry == RetryPolicy(attempts=2, backoff="1s", max_backoff="10s")
     assert retry != RetryPolicy(attempts=3, backoff="1s")
     assert retry.model_fields_set == {"attempts", "backoff"}
-    copied = retry.model_copy(update={"attempts": 4})
-    assert (copied.attempts, copied.backoff, retry.attempts) == (4, 1_000_000, 2)
-    assert copied.model_fields_set == {"attempts", "backoff"}
+    copied = retry.model_copy(update={"attempts": 4, "max_backoff": 5_000_000})
+    assert (copied.attempts, copied.backoff, copied.max_backoff, retry.attempts) == (4, 1_000_000, 5_000_000, 2)
+    assert copied.model_fields_set == {"attempts", "backoff", "max_backoff"}
+    pydantics = mirror(RetryPolicy).model_validate({"attempts": 2, "backoff": "1s"})  # what pydantic's copy gives
+    assert pydantics.model_copy(update={"attempts": 4, "max_backoff": 5_000_000}).model_fields_set == \
+        copied.model_fields_set
+    assert retry.model_fields_set == {"attempts", "backoff"}
 
 
 def test_validating_in_code_raises_pydantics_error_with_the_field() -> None:

@@ -23,6 +23,7 @@ from edgewise.config.plan import Plan
 from edgewise.config.yamlpos import load_text
 from edgewise.errors import ConfigError
 from edgewise.expr import tree_cache
+from edgewise.replay import PUSHBACK_RETRY
 from edgewise.sinks.stdout import StdoutConfig
 from edgewise.sources.file import FileSourceConfig
 from edgewise.sources.stdin import StdinConfig
@@ -204,7 +205,8 @@ def test_an_edited_source_file_gives_a_new_key(tmp_path: Path) -> None:
      lambda: FileSourceConfig(id="input", path="in.ndjson")),
     (lambda: SinkConfig.model_construct(id="s", type="stdout").retry,  # the default its factory makes
      lambda: RetryPolicy(attempts=5, backoff="200ms", max_backoff="10s")),
-], ids=["stdout", "stdin", "file", "sink-retry"])
+    (lambda: PUSHBACK_RETRY, lambda: RetryPolicy(attempts=20, backoff="100ms", max_backoff="2s")),
+], ids=["stdout", "stdin", "file", "sink-retry", "replay-pushback"])
 def test_configs_made_in_code_are_what_validating_their_values_gives(made: Any, validated: Any) -> None:
     got, expected = made(), validated()
     assert got == expected

@@ -129,24 +129,20 @@ class Model:
     @classmethod
     def model_construct(cls: type[SelfT], **values: Any) -> SelfT:
         """An instance of these values, not validated, the other fields at their defaults (pydantic's meaning)."""
-        made = cls.__new__(cls)
+        filled: dict[str, Any] = {}
         for name, spec in declared_fields(cls).items():
             if name in values:
-                made.__dict__[name] = values[name]
+                filled[name] = values[name]
             elif spec.default_factory is not None:
-                made.__dict__[name] = spec.default_factory()
+                filled[name] = spec.default_factory()
             elif spec.default is not REQUIRED:
-                made.__dict__[name] = spec.default
-        object.__setattr__(made, "_fields_set", set(values))
-        return made
+                filled[name] = spec.default
+        return restore(cls, filled, set(values))
 
     def model_copy(self: SelfT, *, update: dict[str, Any] | None = None) -> SelfT:
         """A shallow copy with ``update``'s values, not validated (pydantic's meaning)."""
-        copied = type(self).__new__(type(self))
-        copied.__dict__.update(self.__dict__)
-        copied.__dict__.update(update or {})
-        object.__setattr__(copied, "_fields_set", self.model_fields_set | set(update or ()))
-        return copied
+        update = update or {}
+        return restore(type(self), {**self.__dict__, **update}, self.model_fields_set | set(update))
 
     def model_dump(self, **options: Any) -> dict[str, Any]:
         from edgewise.config import mirror
@@ -185,8 +181,9 @@ class Model:
         return restore, (type(self), self.__dict__, self.model_fields_set)
 
 
-def restore(cls: type[Model], values: dict[str, Any], fields_set: set[str]) -> Model:
-    """An instance from its pickle (``Model.__reduce__``): the values as they were validated, not validated again."""
+def restore(cls: type[SelfT], values: dict[str, Any], fields_set: set[str]) -> SelfT:
+    """An instance of these values, not validated: from its pickle (``Model.__reduce__``), from a validated mirror
+    (``mirror.declared``), or made in code (``model_construct``, ``model_copy``)."""
     made = cls.__new__(cls)
     made.__dict__.update(values)
     object.__setattr__(made, "_fields_set", fields_set)

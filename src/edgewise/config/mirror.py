@@ -41,7 +41,7 @@ def _built(cls: type[Model]) -> type[pydantic.BaseModel]:
     if foreign:  # the mirror copies only config classes: a mixin's methods would be missing from it, silently
         raise TypeError(f"config class {cls.__qualname__} has bases that are not config classes ({', '.join(foreign)});"
                         " put shared fields and methods in a subclass of edgewise.declare.Model")
-    bases = tuple(mirror(base) for base in cls.__bases__ if issubclass(base, Model) and base is not Model)
+    bases = tuple(mirror(base) for base in cls.__bases__ if base is not Model)
     hints = typing.get_type_hints(cls, include_extras=True)
     own = vars(cls).get("__annotations__", {})
     namespace: dict[str, Any] = {
