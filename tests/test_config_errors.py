@@ -37,6 +37,9 @@ CASES = {
     "wrong_arity": (GOOD.replace("x > 1", "upper(x, x) = 'A'"), r"filter.where: upper\(\) takes 1 argument"),
     "unknown_field": (GOOD.replace("{id: f, ", "{id: f, wher: 1, "),
                       r"filter.wher: unknown field 'wher'; expected one of: id, when, retry, on_error, where"),
+    "unknown_source_field": (GOOD + "sources: [{id: s, type: file, path: x, bogus: 1}]\n",
+                             r"sources\[0\].bogus: unknown field 'bogus'; expected one of: id, type, schema, "
+                             r"idle_timeout"),  # a field's key as a file writes it (its alias), not its Python name
     "bad_version": (GOOD.replace("version: 1", "version: 2"), r"pipeline.yaml:1:\d+: version: expected 1, found 2"),
     "dead_letter_sink": (GOOD.replace("x > 1\"}", "x > 1\", on_error: dlq}"),
                          r"filter.on_error: on_error must be 'fail', 'skip' or a sink id; 'dlq' is not a sink id"),

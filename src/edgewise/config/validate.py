@@ -46,13 +46,19 @@ def _allowed_fields(model: type[Any], loc: tuple[Any, ...]) -> list[str]:
             continue
         if not (isinstance(current, type) and issubclass(current, BaseModel)):
             return []
-        field = current.model_fields.get(str(part))
+        field = _fields_as_written(current).get(str(part))
         if field is None:
             return []
         current = _inner_model(field.annotation)
     if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
+        return list(_fields_as_written(current))
     return []
+
+
+def _fields_as_written(model: Any) -> dict[str, Any]:
+    """A model's fields by the key a file gives them: the alias where there is one (``schema``, not
+    ``declared_schema``), as pydantic names them in its errors' locations."""
+    return {field.alias or name: field for name, field in model.model_fields.items()}
 
 
 def _inner_model(annotation: Any) -> Any:
